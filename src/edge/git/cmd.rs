@@ -189,7 +189,30 @@ impl<'a> Git<'a> {
     }
 
     /// Runs git to the end, whatever its exit status; `Err` only when it could not be run.
+    ///
+    /// Started again when it died of SIGINT or SIGTERM: git runs in a process group of its
+    /// own, so only a signal sent to dagexec's group while the child was being started, before
+    /// it left that group, can kill it so — before git ran at all (a terminal's Ctrl-C at
+    /// that moment; dagexec stops its own work between steps).
     pub(super) fn output(&mut self) -> Result<Output, GitError> {
+        use nix::sys::signal::Signal;
+        use std::os::unix::process::ExitStatusExt;
+        let mut out = self.output_once()?;
+        for _ in 0..3 {
+            let signal = out.status.signal().and_then(|n| Signal::try_from(n).ok());
+            if !matches!(signal, Some(Signal::SIGINT | Signal::SIGTERM)) {
+                break;
+            }
+            tracing::debug!(
+                label = self.label,
+                "git died of {signal:?} as it started; again"
+            );
+            out = self.output_once()?;
+        }
+        Ok(out)
+    }
+
+    fn output_once(&mut self) -> Result<Output, GitError> {
         tracing::debug!(dir = %self.dir.display(), args = ?self.cmd.get_args(), "git");
         let input = if self.stdin.is_some() {
             Stdio::piped()
@@ -303,7 +326,12 @@ pub(super) fn describe_failure(out: &Output) -> String {
     }
     match out.status.code() {
         Some(code) => format!("exit status {code} (no message)"),
-        None => "killed by a signal (no message)".to_owned(),
+        None => match std::os::unix::process::ExitStatusExt::signal(&out.status)
+            .and_then(|n| nix::sys::signal::Signal::try_from(n).ok())
+        {
+            Some(signal) => format!("killed by {signal} (no message)"),
+            None => "killed by a signal (no message)".to_owned(),
+        },
     }
 }
 
@@ -387,5 +415,49 @@ mod tests {
             .expect("git runs the alias");
         let theirs: i32 = text(&out).trim().parse().expect("a process group id");
         assert_ne!(theirs, nix::unistd::getpgrp().as_raw());
+    }
+
+    /// A Ctrl-C that arrives while git is being started, before it leaves dagexec's group,
+    /// still reaches it: the spawned child dies of SIGINT before git runs (found killing
+    /// runs with Ctrl-C at random moments: `git rev-parse failed: killed by SIGINT`, the run
+    /// ended with an error and the attempt in flight was spent). That git never ran, so it
+    /// is started again. Shown with a `git` that dies of SIGINT on its first start.
+    #[test]
+    fn a_git_killed_by_sigint_before_it_ran_is_started_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = String::from_utf8(
+            std::process::Command::new("sh")
+                .args(["-c", "command -v git"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let mark = tmp.path().join("started");
+        std::fs::write(
+            tmp.path().join("git"),
+            format!(
+                "#!/bin/sh\nif [ ! -e '{m}' ]; then : > '{m}'; kill -INT $$; sleep 5; fi\nexec {real} \"$@\"\n",
+                m = mark.display(),
+                real = real.trim()
+            ),
+        )
+        .unwrap();
+        let mut perms = std::fs::metadata(tmp.path().join("git"))
+            .unwrap()
+            .permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(tmp.path().join("git"), perms).unwrap();
+        let path = format!(
+            "{}:{}",
+            tmp.path().display(),
+            std::env::var("PATH").unwrap()
+        );
+        TEST_ENV.with(|e| e.borrow_mut().push(("PATH".into(), Some(path.into()))));
+        let out = git(Path::new("/"), "version").arg("version").run();
+        TEST_ENV.with(|e| e.borrow_mut().pop());
+        assert!(mark.exists(), "the stand-in git ran");
+        let out = out.expect("started again, git runs");
+        assert!(text(&out).starts_with("git version"), "{}", text(&out));
     }
 }
