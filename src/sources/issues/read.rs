@@ -263,7 +263,7 @@ pub fn carry_over(fresh: &mut Plan, old: &Plan) -> Vec<String> {
         };
         moved[j] = Some(i);
     }
-    crate::pure::plan::carry::carry_state(fresh, old, &moved, TASK_FIELD, held_outside);
+    crate::pure::plan::carry::carry_state(fresh, old, &moved, &moved, TASK_FIELD, held_outside);
     dropped
 }
 
