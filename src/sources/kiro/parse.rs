@@ -190,9 +190,16 @@ fn titles(groups: &mut [Group], headings: &BTreeMap<String, String>) {
 fn detail(line: &mut Entry, text: &str) {
     line.details.push(text.trim().to_string());
     if let Some(a) = ANNOTATION.captures(text) {
-        // The value ends at the annotation's closing underscore (a note may follow it).
+        // The value ends at the annotation's closing underscore (a note may follow it): the
+        // last one the end or a space follows, never one inside a path (`my_module.rs`).
         let value = a[2].trim_end();
-        let value = value.rfind('_').map_or(value, |end| &value[..end]);
+        let end = value.match_indices('_').rfind(|&(i, _)| {
+            value[i + 1..]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace)
+        });
+        let value = end.map_or(value, |(i, _)| &value[..i]);
         let items = value
             .split(',')
             .map(|s| s.trim().to_string())
