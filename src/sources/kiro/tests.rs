@@ -251,3 +251,17 @@ fn an_annotation_ends_at_its_closing_underscore_not_at_one_inside_it() {
     assert_eq!(files(1), ["app/__init__.py"]);
     assert_eq!(deps(&b, "3"), ["1", "2"]);
 }
+
+/// A task line whose checkbox holds a mark Kiro does not write (`[~]`, `[/]`, `[]`) is
+/// refused at its line, never left out without a word (what waited for it would run first).
+#[test]
+fn a_task_marked_with_a_mark_kiro_does_not_write_is_refused_at_its_line() {
+    let e = built("- [ ] 1. A\n- [~] 2. B\n- [] 3. C\n- [ ] 4. D\n").unwrap_err();
+    assert_eq!(
+        messages(&e),
+        format!(
+            "{REL}:2: task 2 is marked `[~]`, which is not a Kiro mark\n\
+             {REL}:3: task 3 is marked `[]`, which is not a Kiro mark"
+        )
+    );
+}
