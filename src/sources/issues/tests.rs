@@ -344,3 +344,25 @@ fn the_parent_issues_author_is_checked_like_a_sub_issues() {
     let d = c.plan.tasks[0].description.clone().unwrap();
     assert!(d.contains("backdoor"), "{d}");
 }
+
+/// Read again after the team closed the group #3: its sub-issue #4, a task before, is said to
+/// be left out and why, never "no longer a sub-issue" (it still is one).
+#[test]
+fn a_task_left_out_when_read_again_is_not_said_to_be_no_longer_a_sub_issue() {
+    let mut group = issue(3, "Group", "");
+    group.sub_issues = vec![issue(4, "Lexer", "")];
+    let old = convert(&reading(vec![issue(2, "Tokens", ""), group.clone()])).unwrap();
+    group.closed = true;
+    let mut fresh = convert(&reading(vec![group])).unwrap();
+    let report = read::ReadReport {
+        dropped: read::carry_over(&mut fresh.plan, &old.plan),
+        left_out: fresh.left_out,
+        ..Default::default()
+    };
+    assert_eq!(
+        report.describe(1),
+        "Read issue #1: 0 tasks in 0 API requests (0 GraphQL, 0 REST).\n  \
+         left out #4: under #3, which is closed: not run (reopen #3 to run it)\n  \
+         dropped #2 Tokens: no longer a sub-issue\n"
+    );
+}
