@@ -14,8 +14,9 @@
 //!
 //! The ledger is the run's journal of integration: kept crash-safe (written whole, synced,
 //! renamed) in `<git-common-dir>/dagexec/ledger.json` at each decision — an attempt started,
-//! an integration decided — and read back by the run that resumes
-//! ([`Merges::open`]), made true for it by what the round commits kept
+//! an integration decided — and read back by the run that resumes ([`Merges::open`]; its
+//! tasks found by their identity in the source, which a task list edited between the runs
+//! moves: [`Ledger::moved`]), made true for it by what the round commits kept
 //! ([`Ledger::after_crash`]): a rebase that was running onto committed work runs again as that
 //! rebase, uncounted, rather than as a new attempt that would not build on that work.
 
@@ -65,6 +66,11 @@ pub(crate) struct Merges {
 struct Kept {
     plan: String,
     tasks: usize,
+    /// Each task's identity in its source ([`crate::sources::identities`]): the ledger follows
+    /// its tasks through a task list edited between runs. None in a file an earlier dagexec
+    /// kept: there it is read only for as many tasks, where they were.
+    #[serde(default)]
+    ids: Vec<String>,
     ledger: Ledger,
 }
 
@@ -98,11 +104,16 @@ impl Merges {
         let kept = std::fs::read(&file)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<Kept>(&bytes).ok())
-            .filter(|k| resume && k.plan == plan_rel && k.tasks == plan.tasks.len());
+            .filter(|k| resume && k.plan == plan_rel)
+            .filter(|k| !k.ids.is_empty() || k.tasks == plan.tasks.len());
         let mut ledger = Ledger::default();
         if let Some(kept) = kept {
             ui.name_tasks(plan);
             ledger = kept.ledger;
+            if !kept.ids.is_empty() {
+                let ids = crate::sources::identities(plan);
+                ledger.moved(|k| ids.iter().position(|id| Some(id) == kept.ids.get(k)));
+            }
             let again = ledger.after_crash(|k| {
                 plan.tasks
                     .get(k)
@@ -140,6 +151,7 @@ impl Merges {
         let kept = Kept {
             plan: self.plan.clone(),
             tasks: plan.tasks.len(),
+            ids: crate::sources::identities(plan),
             ledger: self.ledger.clone(),
         };
         let bytes = serde_json::to_vec(&kept).expect("the ledger serialises");
@@ -414,6 +426,8 @@ const NOTE_MAX: usize = 64 << 10;
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// A repository at a commit holding `list.txt` as `base`, and the patches (`git diff
     /// --binary` from that commit) that write it as each of `versions`.
     fn repo_with_changes(
@@ -505,6 +519,64 @@ mod tests {
                 .unwrap()
                 .1,
             b"a=0\n1\n2\n3\n4\nb\n"
+        );
+    }
+
+    /// A plan generated from a task list whose tasks are `(id, subject, status)`.
+    fn listed(tasks: &[(&str, &str, Status)]) -> Plan {
+        let mut plan = crate::testing::plan_of(
+            tasks
+                .iter()
+                .map(|&(_, subject, status)| crate::pure::plan::model::Task {
+                    subject: subject.into(),
+                    status,
+                    ..crate::testing::task(&[], &[subject], &[])
+                })
+                .collect(),
+        );
+        let ids: Vec<_> = tasks
+            .iter()
+            .map(|(id, _, _)| serde_json::json!({"id": id}))
+            .collect();
+        plan.extra.insert(
+            crate::pure::plan::fields::SOURCE.into(),
+            serde_json::json!({ "tasks": ids }),
+        );
+        plan
+    }
+
+    /// The team removed task 3 and put task 9 before 2 in their task list between the run
+    /// killed in 2's rebase onto 1 and the resume: the count is the same, and the ledger's
+    /// rebase follows task 2 to its new index; it is never given to task 9 now at 2's old one.
+    #[test]
+    fn the_ledger_follows_its_tasks_through_a_task_list_edited_between_runs() {
+        let (_dir, repo, _, _) = repo_with_changes("x\n", &[]);
+        let ui = Ui::plain(Box::new(std::io::sink()));
+        let mut before = listed(&[
+            ("1", "1 A", Status::Completed),
+            ("2", "2 B", Status::InProgress),
+            ("3", "3 C", Status::Pending),
+        ]);
+        let mut merges = Merges::open(&repo, "tasks.md", &mut before, false, &ui).unwrap();
+        merges.ledger = serde_json::from_value(serde_json::json!({
+            "landed": [{"task": 0, "changed": ["1 A"], "declared": ["1 A"]}],
+            "started": {}, "rebased": {"1": [0]}, "asked": [], "nextIsRebase": [1],
+            "rebasing": {"1": {"task": 1, "attempt": 1, "onto": [0], "why": "conflict"}},
+            "checks": {"0": []}}))
+        .unwrap();
+        merges.keep(&before).unwrap();
+        let mut after = listed(&[
+            ("1", "1 A", Status::Completed),
+            ("9", "9 X", Status::Pending),
+            ("2", "2 B", Status::Pending),
+        ]);
+        after.tasks[2].attempts = Some(1);
+        let merges = Merges::open(&repo, "tasks.md", &mut after, true, &ui).unwrap();
+        assert_eq!(merges.ledger.rebasing(1), None);
+        assert_eq!(merges.ledger.rebasing(2).map(|r| &r.onto), Some(&vec![0]));
+        assert_eq!(
+            after.tasks[2].attempts, None,
+            "the rebase gets its attempt back"
         );
     }
 

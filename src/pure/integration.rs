@@ -329,6 +329,38 @@ impl Ledger {
         again.into_values().collect()
     }
 
+    /// This ledger for its plan read again from its source, whose tasks moved (`to`: a task's
+    /// index now, `None` when it is gone), kept by a run that ended (no attempt is running):
+    /// every record follows its task; a gone task's records are dropped, and so is a send-back
+    /// onto it (its task runs again as an ordinary attempt).
+    pub fn moved(&mut self, to: impl Fn(usize) -> Option<usize>) {
+        let all = |ks: &[usize]| ks.iter().map(|&k| to(k)).collect::<Option<Vec<_>>>();
+        let rebase = |r: &Rebase| {
+            let (task, onto) = (to(r.task)?, all(&r.onto)?);
+            Some(Rebase {
+                task,
+                onto,
+                ..r.clone()
+            })
+        };
+        self.started.clear();
+        self.landed
+            .retain_mut(|l| to(l.task).map(|i| l.task = i).is_some());
+        for paths in [&mut self.aside, &mut self.back] {
+            paths.retain_mut(|p| to(p.task).map(|i| p.task = i).is_some());
+        }
+        let rebased = std::mem::take(&mut self.rebased).into_iter();
+        self.rebased = rebased
+            .filter_map(|(k, onto)| Some((to(k)?, all(&onto)?)))
+            .collect();
+        self.asked = self.asked.iter().filter_map(rebase).collect();
+        let rebasing = self.rebasing.values().filter_map(rebase);
+        self.rebasing = rebasing.map(|r| (r.task, r)).collect();
+        self.next_is_rebase = self.next_is_rebase.iter().filter_map(|&k| to(k)).collect();
+        let checks = std::mem::take(&mut self.checks).into_iter();
+        self.checks = checks.filter_map(|(k, c)| Some((to(k)?, c))).collect();
+    }
+
     /// A running attempt of `task` ended without a result (killed, cancelled): it starts again
     /// as it was started — a rebase again when it was one.
     pub fn interrupted(&mut self, task: usize) {

@@ -194,6 +194,23 @@ pub fn completed_ids(plan: &Plan) -> BTreeSet<String> {
         .collect()
 }
 
+/// Each task's identity in the source its plan is read from, by plan index: what a record
+/// kept by index follows when the source is read again and its tasks move — a task list's
+/// ID, an issue's `owner/name#N`, else (a plan.json, a long-run folder: their tasks keep
+/// their places) the index itself among as many tasks.
+pub fn identities(plan: &Plan) -> Vec<String> {
+    let listed = crate::pure::plan::ids::list_ids(plan).unwrap_or_default();
+    let issues = issues::write_back::issue_keys(plan);
+    let n = plan.tasks.len();
+    (0..n)
+        .map(|i| match (listed.get(i), &issues[i]) {
+            (Some(id), _) => format!("id {id}"),
+            (None, Some(issue)) => format!("issue {}", issue.show("")),
+            (None, None) => format!("index {i} of {n}"),
+        })
+        .collect()
+}
+
 /// A plan task of a source's: `kind` (the source's name in the plan), the worker's `role`,
 /// completed when the source says it is `done` (else pending), the files the source gives it
 /// and the documents it reads for context. The caller says what the task is (subject,

@@ -10,14 +10,17 @@ use super::model::{CompletedTask, Plan, Status, Task};
 /// Carries the state of `old`'s tasks to `fresh` along `moved` (old task index → fresh task
 /// index): a paired task that is not completed in `fresh` and not `held` keeps its status,
 /// result, attempts and extra fields (reviews, questions), except the source's own field
-/// `own`; a completed task keeps the summary it was completed with, and the records of a
-/// paired task's attempts (`progress.dagexecAttempts`) name its fresh index, as the
-/// Action's records do (the open round, the logs' links, a task's follow-up).
-/// Unpaired tasks start afresh.
+/// `own`; a completed task keeps the summary it was completed with, and the Action's records
+/// (the open round, the logs' links, a task's follow-up) name its fresh index. Unpaired tasks
+/// start afresh. The records of the attempts (`progress.dagexecAttempts`) follow `same`, the
+/// pairing by the source's identity alone (a task whose state does not carry over is still
+/// the task those attempts were of): one of a task no longer in the source is dropped, never
+/// left to charge the task now at its index.
 pub fn carry_state(
     fresh: &mut Plan,
     old: &Plan,
     moved: &[Option<usize>],
+    same: &[Option<usize>],
     own: &str,
     held: impl Fn(&Task) -> bool,
 ) {
@@ -60,16 +63,14 @@ pub fn carry_state(
     if let Some(Value::Object(logs)) = progress.extra.get_mut(fields::LOGS) {
         to.keys(logs);
     }
-    // An attempt's record follows its task; one of a task left unpaired stays where it was.
     if let Some(Value::Array(records)) = progress.extra.get_mut(fields::ATTEMPTS) {
-        for r in records {
-            let to = r["task"]
-                .as_u64()
-                .and_then(|j| moved.get(j as usize)?.as_ref());
-            if let Some(&i) = to {
+        records.retain_mut(|r| {
+            let to = r["task"].as_u64().map(|j| Moved(same).to(j));
+            if let Some(Some(i)) = to {
                 r["task"] = i.into();
             }
-        }
+            to != Some(None)
+        });
     }
     progress.completed_tasks = fresh
         .tasks
@@ -166,7 +167,8 @@ mod tests {
             vec![record].into(),
         );
         let mut fresh = Plan::new("g".into(), vec![task("new"), task("a"), task("b")]);
-        carry_state(&mut fresh, &old, &[Some(1), Some(2)], "own", |_| false);
+        let moved = [Some(1), Some(2)];
+        carry_state(&mut fresh, &old, &moved, &moved, "own", |_| false);
         assert_eq!(fresh.tasks[2].status, Status::Failed);
         let records = &fresh.progress.extra[crate::pure::plan::fields::ATTEMPTS];
         assert_eq!(records[0]["task"], 2, "{records}");
@@ -205,9 +207,8 @@ mod tests {
             .insert(LOGS.into(), json!({"0": "u0", "1": "u1", "2": "u2"}));
         let mut fresh = Plan::new("g".into(), vec![task("new"), task("a"), task("b")]);
         // `c` was rewritten: it is no longer paired.
-        carry_state(&mut fresh, &old, &[Some(1), Some(2), None], "own", |_| {
-            false
-        });
+        let moved = [Some(1), Some(2), None];
+        carry_state(&mut fresh, &old, &moved, &moved, "own", |_| false);
         let b = &fresh.tasks[2].extra;
         assert_eq!(
             b[FOLLOW_UP],

@@ -55,19 +55,26 @@ pub(crate) fn settle(plan: &mut Plan) {
 /// Carries the state of `old` (an earlier generated plan) over to `fresh`, both with their
 /// identities kept under the plan field `field`: a task whose ID and text are unchanged keeps
 /// its status, result, attempts and extra fields (reviews, question); a task done in the file
-/// stays completed. Other tasks start afresh.
+/// stays completed. Other tasks start afresh. The records of its attempts follow a task by its
+/// identity alone; those of a task no longer in the file are dropped.
 pub(crate) fn carry_over(fresh: &mut Plan, old: &Plan, field: &str) {
     let old_ids = identities(old, field);
     let new_ids = identities(fresh, field);
     let (now, then) = (marks(fresh, field), marks(old, field));
-    let mut moved: Vec<Option<usize>> = vec![None; old.tasks.len()];
+    let mut same: Vec<Option<usize>> = vec![None; old.tasks.len()];
     for (i, id) in new_ids.iter().enumerate() {
         let Some(j) = old_ids.iter().position(|o| o == id) else {
             continue;
         };
-        if j < old.tasks.len()
-            && i < fresh.tasks.len()
-            && !changed(
+        if j < old.tasks.len() && i < fresh.tasks.len() {
+            same[j] = Some(i);
+        }
+    }
+    // The task is the same; its state carries over unless the team changed its status.
+    let mut moved = same.clone();
+    for (j, to) in moved.iter_mut().enumerate() {
+        if let Some(i) = *to
+            && changed(
                 now.get(i).cloned().flatten(),
                 then.get(j).cloned().flatten(),
                 fresh.tasks[i].status,
@@ -75,10 +82,10 @@ pub(crate) fn carry_over(fresh: &mut Plan, old: &Plan, field: &str) {
                 j,
             )
         {
-            moved[j] = Some(i);
+            *to = None;
         }
     }
-    crate::pure::plan::carry::carry_state(fresh, old, &moved, field, |_| false);
+    crate::pure::plan::carry::carry_state(fresh, old, &moved, &same, field, |_| false);
 }
 
 /// Whether the team changed the status of the task (old `j`, whose fresh status is `fresh`)

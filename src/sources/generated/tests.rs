@@ -372,3 +372,46 @@ fn written_back(text: &str, done: &[&str]) -> String {
         .write_back(text, &done, &serde_json::json!({"tag": null}))
         .unwrap()
 }
+
+/// A record of one failed attempt of task `task` that cost `usd`.
+fn spent_on(plan: &mut crate::pure::plan::model::Plan, task: usize, usd: f64) {
+    let record = serde_json::json!({"task": task, "attempt": 1, "start": "2026-01-01T00:00:00Z",
+        "end": "2026-01-01T00:01:00Z", "seconds": 60.0, "outcome": "failed", "costUsd": usd});
+    plan.progress.extra.insert(
+        crate::pure::plan::fields::ATTEMPTS.into(),
+        vec![record].into(),
+    );
+}
+
+/// The team cancels the failed task `b`: it leaves the plan, and what its attempts cost and
+/// how they failed leave with it, rather than charging `c`, now at its index (its
+/// `max-task-cost`, its row in the status table).
+#[test]
+fn a_cancelled_tasks_attempt_records_do_not_charge_the_task_after_it() {
+    let dir = repo(&[(TM, TM_ABC)]);
+    failed_run(&dir);
+    remember(&dir, TM, |plan| spent_on(plan, 1, 2.0));
+    let plan = team_edits_b(&dir, r#""title": "b", "status": "cancelled""#);
+    assert_eq!(plan.tasks[1].subject, "3 c");
+    let per = crate::pure::usage::per_task(&plan);
+    assert!(per.is_empty(), "{per:?}");
+}
+
+/// A task the team put first and a failed one whose status mark the team changed: the
+/// failed task starts afresh, and its attempts' records stay its own at its new index.
+#[test]
+fn a_reopened_tasks_attempt_records_follow_it_when_another_is_put_first() {
+    let rel = ".kiro/specs/a/tasks.md";
+    let dir = repo(&[(rel, "- [ ] 1. A\n- [-] 2. B\n")]);
+    prepared(&dir, Format::Kiro, rel);
+    remember(&dir, rel, |plan| {
+        plan.tasks[1].status = Status::Failed;
+        plan.tasks[1].attempts = Some(1);
+        spent_on(plan, 1, 2.0);
+    });
+    std::fs::write(dir.path().join(rel), "- [ ] 0. Z\n- [ ] 1. A\n- [ ] 2. B\n").unwrap();
+    let plan = prepared(&dir, Format::Kiro, rel);
+    assert_eq!(plan.tasks[2].status, Status::Pending);
+    let per = crate::pure::usage::per_task(&plan);
+    assert_eq!(per.keys().copied().collect::<Vec<_>>(), [2], "{per:?}");
+}

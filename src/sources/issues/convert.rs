@@ -8,7 +8,8 @@
 //!   `Blocked by #N` lines of the bodies ([`super::body`]). An edge to an issue outside the set
 //!   is satisfied when that issue is closed; when it is open (or GitHub did not find it) the
 //!   task is blocked with a question saying which issue it waits for.
-//! - A closed sub-issue is a completed task.
+//! - A closed sub-issue is a completed task; a closed group too, and what it holds is not run
+//!   (each open sub-issue under it listed as left out).
 //! - A sub-issue written by an account without write access is left out (with what it
 //!   contains) and listed, unless a writer included it (`/execute include #N`); an edge to it
 //!   is an edge to an issue outside the set. The parent issue's author is checked the same
@@ -67,7 +68,7 @@ pub struct Note {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Converted {
     pub plan: Plan,
-    /// Sub-issues left out (author without write access).
+    /// Sub-issues left out (author without write access, or under a closed group).
     pub left_out: Vec<Note>,
     /// Edges to issues outside the set, satisfied or blocking.
     pub outside: Vec<Note>,
@@ -113,6 +114,11 @@ fn flatten<'a>(
         ancestors: ancestors.to_vec(),
         leaves: Vec::new(),
     });
+    if issue.closed {
+        // Closed, it is a completed task, and the team does not want what it holds run.
+        not_run_under(r, left_out, issue, &out[me].key.show(&r.repo));
+        return;
+    }
     let mut below = ancestors.to_vec();
     below.push(me);
     for sub in &issue.sub_issues {
@@ -122,6 +128,19 @@ fn flatten<'a>(
         .filter(|&i| out[i].ancestors.contains(&me) && is_task(&out[i]))
         .collect();
     out[me].leaves = leaves;
+}
+
+/// The open issues without sub-issues below `group`, closed (`name`): each listed as not run.
+fn not_run_under(r: &ReadIssues, left_out: &mut Vec<Note>, group: &Issue, name: &str) {
+    for sub in group.sub_issues.iter().filter(|s| !s.closed) {
+        if sub.sub_issues.is_empty() {
+            left_out.push(Note {
+                issue: Ref::new(&sub.repo, sub.number).show(&r.repo),
+                text: format!("under {name}, which is closed: not run (reopen {name} to run it)"),
+            });
+        }
+        not_run_under(r, left_out, sub, name);
+    }
 }
 
 /// An author as a note names them.

@@ -156,7 +156,12 @@ impl ReadReport {
         for n in &self.outside {
             s.push_str(&format!("  {}: {}\n", n.issue, n.text));
         }
-        for d in &self.dropped {
+        // A task whose issue is left out is said so above, with why.
+        let left_out = |d: &String| {
+            let left = |n: &Note| d.strip_prefix(&n.issue).is_some_and(|t| t.starts_with(' '));
+            self.left_out.iter().any(left)
+        };
+        for d in self.dropped.iter().filter(|d| !left_out(d)) {
             s.push_str(&format!("  dropped {d}: no longer a sub-issue\n"));
         }
         if let Some(c) = &self.commit {
@@ -263,7 +268,7 @@ pub fn carry_over(fresh: &mut Plan, old: &Plan) -> Vec<String> {
         };
         moved[j] = Some(i);
     }
-    crate::pure::plan::carry::carry_state(fresh, old, &moved, TASK_FIELD, held_outside);
+    crate::pure::plan::carry::carry_state(fresh, old, &moved, &moved, TASK_FIELD, held_outside);
     dropped
 }
 

@@ -87,6 +87,39 @@ fn closed_sub_issues_are_completed_tasks() {
     assert_eq!(c.plan.tasks[1].status, Status::Pending);
 }
 
+/// A team that closes a group closes what it holds: its open sub-issues are not run (they are
+/// listed as left out, saying why), the group is a completed task like any closed sub-issue,
+/// and a task blocked by the group is free. Nothing under it closes with the pull request.
+#[test]
+fn a_closed_groups_open_sub_issues_are_not_run() {
+    let mut group = issue(3, "Group", "");
+    group.closed = true;
+    group.sub_issues = vec![issue(4, "Lexer", ""), issue(5, "Parser", "")];
+    let r = reading(vec![
+        issue(2, "Tokens", ""),
+        group,
+        blocked(issue(6, "Docs", ""), &[(3, true)]),
+    ]);
+    let c = convert(&r).unwrap();
+    assert_eq!(subjects(&c), ["#2 Tokens", "#3 Group", "#6 Docs"]);
+    assert_eq!(c.plan.tasks[1].status, Status::Completed);
+    assert_eq!(c.plan.tasks[2].status, Status::Pending);
+    assert_eq!(c.plan.tasks[2].blocked_by, [1]);
+    let notes: Vec<String> = c
+        .left_out
+        .iter()
+        .map(|n| format!("{}: {}", n.issue, n.text))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            "#4: under #3, which is closed: not run (reopen #3 to run it)",
+            "#5: under #3, which is closed: not run (reopen #3 to run it)"
+        ]
+    );
+    assert_eq!(write_back::closes(&c.plan), ["Closes #3"]);
+}
+
 #[test]
 fn an_edge_outside_the_set_is_satisfied_when_closed_and_blocks_otherwise() {
     let mut r = reading(vec![
@@ -310,4 +343,26 @@ fn the_parent_issues_author_is_checked_like_a_sub_issues() {
     assert!(c.left_out.is_empty());
     let d = c.plan.tasks[0].description.clone().unwrap();
     assert!(d.contains("backdoor"), "{d}");
+}
+
+/// Read again after the team closed the group #3: its sub-issue #4, a task before, is said to
+/// be left out and why, never "no longer a sub-issue" (it still is one).
+#[test]
+fn a_task_left_out_when_read_again_is_not_said_to_be_no_longer_a_sub_issue() {
+    let mut group = issue(3, "Group", "");
+    group.sub_issues = vec![issue(4, "Lexer", "")];
+    let old = convert(&reading(vec![issue(2, "Tokens", ""), group.clone()])).unwrap();
+    group.closed = true;
+    let mut fresh = convert(&reading(vec![group])).unwrap();
+    let report = read::ReadReport {
+        dropped: read::carry_over(&mut fresh.plan, &old.plan),
+        left_out: fresh.left_out,
+        ..Default::default()
+    };
+    assert_eq!(
+        report.describe(1),
+        "Read issue #1: 0 tasks in 0 API requests (0 GraphQL, 0 REST).\n  \
+         left out #4: under #3, which is closed: not run (reopen #3 to run it)\n  \
+         dropped #2 Tokens: no longer a sub-issue\n"
+    );
 }

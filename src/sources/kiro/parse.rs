@@ -12,9 +12,9 @@ use crate::sources::Problem;
 use crate::sources::markdown::content_lines;
 
 /// `- [ ] 1.`, `- [x]* 2.1`, `- [ ] 2.2* Title` (optional), `  - [ ] 3.2. Title`, `- [-] 3.`
-/// (Kiro's task in progress: open).
+/// (Kiro's task in progress: open). Any other mark is matched, to be refused.
 static TASK: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(\s*)[-*+]\s+\[([ xX-])\](\*?)\s*(\d+(?:\.\d+)*)\.?(\*?)(?:\s+(.*))?$").unwrap()
+    Regex::new(r"^(\s*)[-*+]\s+\[([^\]]?)\](\*?)\s*(\d+(?:\.\d+)*)\.?(\*?)(?:\s+(.*))?$").unwrap()
 });
 /// `## 1. Title`, `## Task 3: Title`, `### 2 Title`.
 static HEADING: LazyLock<Regex> =
@@ -103,16 +103,9 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
                 .replace(&PARALLEL_HEAD.replace(rest, ""), "")
                 .trim()
                 .to_string();
-            if let Some(&first) = by_id.get(&id) {
-                errors.push(Problem::at(
-                    path,
-                    c.number,
-                    format!(
-                        "task ID {id} is used twice (first on line {})",
-                        out.lines[first].line
-                    ),
-                    "number the tasks 1, 2, … and their subtasks 1.1, 1.2, … once each",
-                ));
+            let first = by_id.get(&id).map(|&first| out.lines[first].line);
+            if let Some(refused) = refused(path, c.number, &id, &m[2], first) {
+                errors.push(refused);
                 current = None;
                 continue;
             }
@@ -164,6 +157,27 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
     crate::sources::generated::ok_unless(errors, out)
 }
 
+/// Why task `id`'s line (`line`, marked `mark`) is refused, if it is: a mark Kiro does not
+/// write, or an ID used before (on line `first`).
+fn refused(path: &str, line: usize, id: &str, mark: &str, first: Option<usize>) -> Option<Problem> {
+    if !matches!(mark, " " | "x" | "X" | "-") {
+        return Some(Problem::at(
+            path,
+            line,
+            format!("task {id} is marked `[{mark}]`, which is not a Kiro mark"),
+            "mark it `[ ]` (open), `[-]` (started) or `[x]` (done)",
+        ));
+    }
+    first.map(|first| {
+        Problem::at(
+            path,
+            line,
+            format!("task ID {id} is used twice (first on line {first})"),
+            "number the tasks 1, 2, … and their subtasks 1.1, 1.2, … once each",
+        )
+    })
+}
+
 /// The index of the group of major task `major`, made on its first line.
 fn group(groups: &mut Vec<Group>, group_of: &mut BTreeMap<String, usize>, major: &str) -> usize {
     *group_of.entry(major.to_string()).or_insert_with(|| {
@@ -190,9 +204,16 @@ fn titles(groups: &mut [Group], headings: &BTreeMap<String, String>) {
 fn detail(line: &mut Entry, text: &str) {
     line.details.push(text.trim().to_string());
     if let Some(a) = ANNOTATION.captures(text) {
-        // The value ends at the annotation's closing underscore (a note may follow it).
+        // The value ends at the annotation's closing underscore (a note may follow it): the
+        // last one the end or a space follows, never one inside a path (`my_module.rs`).
         let value = a[2].trim_end();
-        let value = value.rfind('_').map_or(value, |end| &value[..end]);
+        let end = value.match_indices('_').rfind(|&(i, _)| {
+            value[i + 1..]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace)
+        });
+        let value = end.map_or(value, |(i, _)| &value[..i]);
         let items = value
             .split(',')
             .map(|s| s.trim().to_string())

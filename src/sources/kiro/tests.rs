@@ -236,3 +236,32 @@ fn a_started_major_task_is_ticked_when_its_subtasks_are_done() {
         "- [x] 1. Started\n  - [x] 1.1 A\n  - [x] 1.2 B\n- [ ] 2. Next\n"
     );
 }
+
+/// An annotation ends at its closing underscore, the last one a space or the line's end
+/// follows: one written without it keeps an underscore of its own (`my_module.rs`), and a
+/// note after it may hold one (`see_design`).
+#[test]
+fn an_annotation_ends_at_its_closing_underscore_not_at_one_inside_it() {
+    let text = "- [ ] 1. A\n  - _Boundary: src/my_module.rs\n\
+                - [ ] 2. B\n  - _Boundary: app/__init__.py_ (see_design)\n\
+                - [ ] 3. C\n  - _Depends: 1_\n";
+    let b = built(text).unwrap();
+    let files = |i: usize| b.plan.tasks[i].scope().to_vec();
+    assert_eq!(files(0), ["src/my_module.rs"]);
+    assert_eq!(files(1), ["app/__init__.py"]);
+    assert_eq!(deps(&b, "3"), ["1", "2"]);
+}
+
+/// A task line whose checkbox holds a mark Kiro does not write (`[~]`, `[/]`, `[]`) is
+/// refused at its line, never left out without a word (what waited for it would run first).
+#[test]
+fn a_task_marked_with_a_mark_kiro_does_not_write_is_refused_at_its_line() {
+    let e = built("- [ ] 1. A\n- [~] 2. B\n- [] 3. C\n- [ ] 4. D\n").unwrap_err();
+    assert_eq!(
+        messages(&e),
+        format!(
+            "{REL}:2: task 2 is marked `[~]`, which is not a Kiro mark\n\
+             {REL}:3: task 3 is marked `[]`, which is not a Kiro mark"
+        )
+    );
+}

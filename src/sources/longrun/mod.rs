@@ -102,8 +102,8 @@ impl LongRunError {
 }
 
 /// A long-run task's prompt with its resume state filled in from the checkpoint file in
-/// `tree` (the task's worktree, or the repository for `dagexec prompt`); other tasks' prompts
-/// unchanged.
+/// `tree` (the task's worktree, or the repository for `dagexec prompt`) when it is a regular
+/// file; other tasks' prompts unchanged.
 pub fn with_checkpoint(task: &crate::pure::plan::model::Task, tree: &Path, prompt: &str) -> String {
     let Some(path) = task
         .extra
@@ -113,7 +113,10 @@ pub fn with_checkpoint(task: &crate::pure::plan::model::Task, tree: &Path, promp
     else {
         return prompt.to_string();
     };
-    let checkpoint = std::fs::read_to_string(tree.join(path)).ok();
+    // The worker's file, read as the checkpoint watcher reads it: not through a link, never
+    // waiting on a FIFO, at most 1 MiB (a longer one is cut, so not JSON: ignored).
+    let checkpoint = crate::edge::worker::read_tail(&tree.join(path), 1 << 20)
+        .map(|t| t.into_string(crate::edge::worker::CUT_MARKER));
     prompt::with_resume_state(prompt, checkpoint.as_deref())
 }
 
@@ -272,4 +275,43 @@ pub fn prepare(root: &Path, dir: &Path, write: bool) -> Result<Prepared, LongRun
     folder::skip_after_deferred(&mut plan);
     Prepared::save(&plan, plan_path, format!("{state}/plan.json"), write)
         .map_err(|(path, source)| LongRunError::Write { path, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checkpoint file is the worker's: a link there is not followed (it could point at
+    /// any file dagexec can read, which would go into the next prompt), and a FIFO is not
+    /// waited on, as the checkpoint watcher reads it.
+    #[test]
+    fn a_checkpoint_that_is_a_link_or_a_fifo_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("secret.json");
+        std::fs::write(&outside, r#"{"last_completed_task": 7, "secret": "s3"}"#).unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir(&tree).unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("link.json")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(tree.join("fifo.json"))
+            .status();
+        assert!(made.unwrap().success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let prompt = |rel: &str| {
+                let mut task = crate::pure::plan::model::Task::default();
+                let lr = serde_json::json!({ "checkpoint": rel });
+                task.extra.insert(folder::LONG_RUN_FIELD.into(), lr);
+                with_checkpoint(&task, &tree, prompt::RESUME_STATE)
+            };
+            tx.send([prompt("link.json"), prompt("fifo.json")]).unwrap();
+        });
+        let prompts = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("read without waiting for a writer");
+        assert_eq!(
+            prompts,
+            ["Starting fresh from Task 1."; 2].map(String::from)
+        );
+    }
 }

@@ -39,8 +39,24 @@ impl Store {
         }
     }
 
-    /// The file name of a plan's entry: its checkpoint path with every character other than
-    /// ASCII letters, digits and `-` replaced by `_` (no separator, no `.`, so no `..`).
+    /// The file name of a plan's entry: its checkpoint path with every byte other than ASCII
+    /// letters, digits, `-` and `_` written `.XX` (hex) — one name per path, no separator, and
+    /// a `.` always before two digits, so no `..`.
+    fn name(checkpoint_rel: &str) -> String {
+        checkpoint_rel
+            .bytes()
+            .map(|b| match b {
+                b'-' | b'_' => char::from(b).to_string(),
+                _ if b.is_ascii_alphanumeric() => char::from(b).to_string(),
+                _ => format!(".{b:02x}"),
+            })
+            .collect()
+    }
+
+    /// The name an earlier dagexec gave the entry, read when it is the only one (a run
+    /// upgraded mid-way): every character other than ASCII letters, digits and `-` was `_`,
+    /// which made `a.b` and `a_b` one entry. (No name of [`Store::name`]'s for a path with a
+    /// character this replaces is one of these: they have no `.`.)
     fn key(checkpoint_rel: &str) -> String {
         checkpoint_rel
             .chars()
@@ -54,8 +70,8 @@ impl Store {
             .collect()
     }
 
-    fn paths(&self, checkpoint_rel: &str) -> (PathBuf, PathBuf) {
-        let key = Self::key(checkpoint_rel);
+    /// The entry's patch and `.json` under the name `key`.
+    fn paths(&self, key: &str) -> (PathBuf, PathBuf) {
         (
             self.dir.join(format!("{key}.patch")),
             self.dir.join(format!("{key}.json")),
@@ -66,9 +82,10 @@ impl Store {
     /// was kept before.
     pub fn save(&self, checkpoint_rel: &str, partial: &Partial) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let (patch, meta) = self.paths(checkpoint_rel);
-        // The patch first: an entry is its `.json`, written last.
-        let _ = std::fs::remove_file(&meta);
+        // The patch first: an entry is its `.json`, written last. What was kept goes first,
+        // under either name: a crash half-way leaves no entry, never an older one.
+        self.remove(checkpoint_rel);
+        let (patch, meta) = self.paths(&Self::name(checkpoint_rel));
         let root = crate::edge::fsx::default_root(&patch);
         crate::edge::fsx::write_with(root, &patch, |f| partial.patch.borrowed().write_to(f))?;
         let m = Meta {
@@ -81,7 +98,10 @@ impl Store {
 
     /// What is kept for the plan, if anything (an unreadable entry counts as none).
     pub fn load(&self, checkpoint_rel: &str) -> Option<Partial> {
-        let (patch, meta) = self.paths(checkpoint_rel);
+        let (patch, meta) = [Self::name(checkpoint_rel), Self::key(checkpoint_rel)]
+            .into_iter()
+            .map(|key| self.paths(&key))
+            .find(|(_, meta)| meta.exists())?;
         let m: Meta = serde_json::from_slice(&std::fs::read(meta).ok()?).ok()?;
         Some(Partial {
             base: m.base,
@@ -96,9 +116,11 @@ impl Store {
 
     /// Forgets the plan's entry (its work was committed, or it completed).
     pub fn remove(&self, checkpoint_rel: &str) {
-        let (patch, meta) = self.paths(checkpoint_rel);
-        let _ = std::fs::remove_file(meta);
-        let _ = std::fs::remove_file(patch);
+        for key in [Self::name(checkpoint_rel), Self::key(checkpoint_rel)] {
+            let (patch, meta) = self.paths(&key);
+            let _ = std::fs::remove_file(meta);
+            let _ = std::fs::remove_file(patch);
+        }
     }
 }
 
@@ -135,5 +157,41 @@ mod tests {
             "___a_b_json",
             "no separator or parent in a key"
         );
+    }
+
+    /// Two long-run folders whose checkpoint paths differ only by `.` and `_` keep two
+    /// entries: one's progress never replaces the other's.
+    #[test]
+    fn paths_that_differ_by_a_dot_or_an_underscore_keep_their_own_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let kept = |base: &str| Partial {
+            base: base.into(),
+            patch: Vec::new().into(),
+            checkpoint: None,
+        };
+        store
+            .save("a.b/plans/01-CHECKPOINT.json", &kept("dot"))
+            .unwrap();
+        store
+            .save("a_b/plans/01-CHECKPOINT.json", &kept("underscore"))
+            .unwrap();
+        let base = |rel: &str| store.load(rel).map(|p| p.base);
+        assert_eq!(base("a.b/plans/01-CHECKPOINT.json").as_deref(), Some("dot"));
+        store.remove("a_b/plans/01-CHECKPOINT.json");
+        assert_eq!(base("a.b/plans/01-CHECKPOINT.json").as_deref(), Some("dot"));
+        // An entry an earlier dagexec kept, under its name then, is read and removed.
+        let rel = ".long-run/plans/02-CHECKPOINT.json";
+        let (patch, meta) = store.paths("_long-run_plans_02-CHECKPOINT_json");
+        std::fs::write(patch, "").unwrap();
+        std::fs::write(&meta, r#"{"base": "earlier"}"#).unwrap();
+        assert_eq!(base(rel).as_deref(), Some("earlier"));
+        // Kept again, under the name of now: the earlier one is gone, so a crash in a later
+        // save never brings it back.
+        store.save(rel, &kept("now")).unwrap();
+        assert!(!meta.exists());
+        assert_eq!(base(rel).as_deref(), Some("now"));
+        store.remove(rel);
+        assert_eq!(base(rel), None);
     }
 }

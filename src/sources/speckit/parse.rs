@@ -80,8 +80,9 @@ pub struct Parsed {
 
 static CHECKBOX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+\[([ xX])\]\s*(.*)$").unwrap());
+/// A task line without a checkbox of Spec Kit's: none, or another mark (`[~]`).
 static NO_CHECKBOX: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+(T\d+)\b").unwrap());
+    LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+(\[[^\]]?\]\s*)?(T\d+)\b").unwrap());
 static ID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(T\d+)(?:\s+|$)(.*)$").unwrap());
 static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*(.*)$").unwrap());
 static DEPENDS: LazyLock<Regex> =

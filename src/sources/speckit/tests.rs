@@ -918,3 +918,22 @@ fn the_phase_after_the_stories_waits_through_a_join() {
     assert_eq!(deps_of(&p, "T002"), ids(&["T001"]));
     assert_eq!(p.deps[1], [0]);
 }
+
+/// A task line whose checkbox holds a mark Spec Kit does not write (`[~]`, `[-]`) is refused
+/// at its line like one with no checkbox, never left out without a word.
+#[test]
+fn a_task_marked_with_a_mark_spec_kit_does_not_write_is_refused_at_its_line() {
+    let e = parse(
+        "t.md",
+        "- [ ] T001 Do a\n- [~] T002 Do b\n- [-] T003 Do c\n",
+    )
+    .unwrap_err();
+    let e: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        e,
+        [
+            "t.md:2: task T002 is marked `[~]`, which is not a Spec Kit mark",
+            "t.md:3: task T003 is marked `[-]`, which is not a Spec Kit mark"
+        ]
+    );
+}

@@ -43,6 +43,7 @@ mod read;
 mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use super::generated::{Built, Context, Names, Place, Problem, Reader, Unit};
 use crate::pure::plan::model::{Plan, Task};
@@ -73,9 +74,7 @@ impl Reader for Taskmaster {
             return false;
         }
         // A dagexec plan named tasks.json stays a plan.
-        let head = std::fs::read(place.path).unwrap_or_default();
-        let head = String::from_utf8_lossy(&head[..head.len().min(4096)]).into_owned();
-        !head.contains("\"schemaVersion\"")
+        !String::from_utf8_lossy(&head(place.path)).contains("\"schemaVersion\"")
     }
 
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
@@ -110,6 +109,24 @@ impl Reader for Taskmaster {
             ids.join(",")
         )
     }
+}
+
+/// The first 4 KiB of the regular file at `path` (none for anything else): a FIFO is opened
+/// without waiting for a writer, and a device or a growing file is never read to its end.
+fn head(path: &Path) -> Vec<u8> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut head = Vec::new();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path);
+    if let Ok(file) = file
+        && file.metadata().is_ok_and(|m| m.is_file())
+    {
+        let _ = file.take(4096).read_to_end(&mut head);
+    }
+    head
 }
 
 /// `currentTag` of `.taskmaster/state.json` beside the tasks folder, if it reads.

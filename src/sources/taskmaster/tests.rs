@@ -301,3 +301,28 @@ fn write_back_keeps_a_status_the_team_set_that_is_already_finished() {
             )
     );
 }
+
+/// Whether a `tasks.json` outside `.taskmaster/` is a dagexec plan is read from its first
+/// bytes only: a FIFO there (no writer ever comes) or a link to an endless device is
+/// Taskmaster's without waiting or filling memory (reading it then refuses it), and a plan
+/// whose `schemaVersion` comes first stays a plan however long it is.
+#[test]
+fn a_fifo_or_an_endless_file_named_tasks_json_is_claimed_without_reading_it_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("a/tasks.json");
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    let zero = dir.path().join("b/tasks.json");
+    std::fs::create_dir_all(zero.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let found = [fifo, zero].map(|p| crate::sources::Format::detect(&p));
+        tx.send(found).unwrap();
+    });
+    let found = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("detected without waiting for a writer or reading an endless file");
+    assert_eq!(found, [Some(crate::sources::Format::Taskmaster); 2]);
+}

@@ -88,10 +88,20 @@ impl LinesRead<'_> {
         if let Some(c) = NO_CHECKBOX.captures(trimmed)
             && !CHECKBOX.is_match(trimmed)
         {
+            let id = &c[2];
+            let why = c.get(1).map_or_else(
+                || "has no checkbox".to_string(),
+                |m| {
+                    format!(
+                        "is marked `{}`, which is not a Spec Kit mark",
+                        m.as_str().trim_end()
+                    )
+                },
+            );
             self.malformed(
                 line_no,
-                format!("task {} has no checkbox", &c[1]),
-                format!("write it as `- [ ] {} Description in path/to/file`", &c[1]),
+                format!("task {id} {why}"),
+                format!("write it as `- [ ] {id} Description in path/to/file`"),
             );
             return;
         }
