@@ -172,10 +172,6 @@ pub(crate) fn observe_and_judge(
 }
 
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one field over: the egress hosts a judged attempt carries (issue 35); split with the next change here"
-)]
 pub(crate) async fn run(
     repo: Arc<Repo>,
     pool: Arc<Pool>,
@@ -221,7 +217,8 @@ pub(crate) async fn run(
         crate::pure::outcome::stopped_by_budget(&mut verdict, &why);
     }
     let reviewed =
-        crate::flow::steps::review::review(&running, &wt, &mut verdict, &patch, &touched).await;
+        crate::flow::steps::review::review(&running, &wt, &mut verdict, &patch, &touched, &usage)
+            .await;
     verdict.warnings.extend(pool.release(wt));
     tracing::debug!(
         task = input.index,
@@ -229,10 +226,7 @@ pub(crate) async fn run(
         "worktree released"
     );
     let (reviews, question, usage) = match reviewed {
-        Reviewed::Cancelled => {
-            pool.interrupted(&input, start, usage);
-            return Ok(AttemptEnd::Cancelled);
-        }
+        Reviewed::Cancelled => return Ok(AttemptEnd::Cancelled),
         Reviewed::Skipped => (None, question, usage),
         Reviewed::Done {
             history,
@@ -321,7 +315,7 @@ async fn run_worker(
     // What it spends is kept on disk as it grows, for a crash of this process.
     let live = pass.as_ref().map(|p| {
         let at = input.running(start);
-        crate::flow::live::keep(repo.common_dir(), at, p.watch())
+        crate::flow::live::keep(repo.common_dir(), at, Default::default(), p.watch())
     });
     // A long-run worker's progress is kept as it goes, for a crash of this process.
     let watch = crate::flow::steps::longrun::watch_checkpoint(

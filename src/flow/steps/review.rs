@@ -43,6 +43,8 @@ pub(crate) enum Reviewed {
         question: Option<Question>,
         usage: crate::pure::usage::Usage,
     },
+    /// Ctrl-C stopped the reviewer: the attempt's record, with what the worker and the
+    /// reviewer spent, waits in the pool ([`crate::flow::pool::Pool::interrupted`]).
     Cancelled,
 }
 
@@ -70,6 +72,15 @@ pub(crate) struct ToReview<'a> {
     /// what the reviewer printed beside the attempt's own logs ([`keep_review_logs`]); `None`
     /// keeps nothing (the work job carries it in its artifact's log).
     pub keep_logs_in: Option<(&'a Path, &'a Path)>,
+    /// A local attempt's live spend file ([`crate::flow::live`]) in the repository's common
+    /// git directory: the attempt, and what its worker spent, to which the reviewer's spend
+    /// is added as it grows, for a crash of this process; `None` on the Action (the work
+    /// job keeps its provisional result from its gateway's total).
+    pub live: Option<(
+        &'a Path,
+        &'a crate::flow::live::Running,
+        &'a crate::pure::usage::Usage,
+    )>,
 }
 
 /// Keeps what the reviewer of attempt `attempt` of task `index` printed — its stdout (as it
@@ -99,14 +110,14 @@ pub(crate) fn keep_review_logs(
 /// environment, and what it spent counted on the wire (the wire's figures first, its own
 /// report where the wire has none), toward the task's and the run's budgets. Returns the run
 /// and its parsed verdict (`Err`: why there is none — a crash, a timeout, no verdict line),
-/// or `None` when cancelled. The local executor and the Action's work job both review
-/// through it.
+/// or, when cancelled, `Err` with what it spent on the wire until then. The local executor
+/// and the Action's work job both review through it.
 pub(crate) async fn run_reviewer_through(
     reviewer: &str,
     r: &ToReview<'_>,
     cancel: &tokio::sync::watch::Receiver<bool>,
     gateway: Option<&crate::edge::gateway::Gateway>,
-) -> Option<Reviewer> {
+) -> Result<Reviewer, crate::pure::usage::Usage> {
     // What the prompt shows of it at most (one byte more, so it knows to say it cut).
     let diff = r.patch.head(review::MAX_DIFF_BYTES + 1);
     let diff = String::from_utf8_lossy(&diff);
@@ -140,13 +151,18 @@ pub(crate) async fn run_reviewer_through(
     let codex_home = r.scratch.join(format!("codex-home-{name}"));
     let (pass, gateway_env) = crate::edge::gateway::pass_for(gateway, r.index, &codex_home);
     spec.extra_env.extend(gateway_env);
+    if let (Some(p), Some((common, running, before))) = (&pass, r.live) {
+        crate::flow::live::keep(common, running.clone(), before.clone(), p.watch());
+    }
     let ran = worker::run(&spec, cancel).await;
     let wire = pass.map(|p| p.spend());
+    // Stopped by Ctrl-C, it spent what the wire counted.
+    let spent = || wire.as_ref().map(crate::edge::gateway::Spend::usage);
     let (mut run, stopped) = match ran {
         Stop::Finished(run) => (run, false),
         // Stopped by Ctrl-C: what it printed until then is kept all the same.
         Stop::Cancelled(Some(run)) => (*run, true),
-        Stop::Cancelled(None) => return None,
+        Stop::Cancelled(None) => return Err(spent().unwrap_or_default()),
     };
     if let Some((common, dir)) = r.keep_logs_in
         && let Err(e) = keep_review_logs(common, dir, r.index, r.attempt, &run)
@@ -154,7 +170,7 @@ pub(crate) async fn run_reviewer_through(
         tracing::warn!("task {}: cannot keep the reviewer's logs: {e}", r.index);
     }
     if stopped {
-        return None;
+        return Err(spent().unwrap_or_default());
     }
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
@@ -165,7 +181,7 @@ pub(crate) async fn run_reviewer_through(
         }
         other => Err(review::reviewer_failure(other, &run.stderr_tail)),
     };
-    Some(Reviewer { run, parsed, usage })
+    Ok(Reviewer { run, parsed, usage })
 }
 
 /// A reviewer's run: the process, its parsed verdict (or why there is none), and what it
@@ -236,19 +252,23 @@ pub(crate) fn program_exists(program: &str, root: &Path) -> bool {
 /// verdict by the seed's rules ([`review::conclude`]), writing the new history to the plan
 /// file before anything else happens. A rejected attempt 1 leaves its
 /// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
-/// ignored: the patch is taken before.
+/// ignored: the patch is taken before. What the reviewer spends adds to what the worker
+/// spent (`worker`) in the attempt's live spend file as it grows, and in its record when
+/// Ctrl-C stops the reviewer.
 pub(crate) async fn review(
     at: &Attempting<'_>,
     wt: &Worktree,
     verdict: &mut Verdict,
     patch: &crate::edge::git::Patch,
     touched: &[String],
+    worker: &crate::pure::usage::Usage,
 ) -> Reviewed {
     let &Attempting {
         repo,
         input,
         pool,
         cancel,
+        start,
         ..
     } = at;
     let (plan_path, common_dir) = (repo.root().join(&input.plan_rel), repo.common_dir());
@@ -276,11 +296,15 @@ pub(crate) async fn review(
         patch,
         touched,
         keep_logs_in: logs_dir.as_deref().map(|d| (common_dir, d)),
+        live: Some((common_dir, &input.running(start), worker)),
     };
-    let Some(Reviewer { parsed, usage, .. }) =
-        run_reviewer_through(reviewer, &to_review, cancel, pool.gateway.as_deref()).await
-    else {
-        return Reviewed::Cancelled;
+    let ran = run_reviewer_through(reviewer, &to_review, cancel, pool.gateway.as_deref()).await;
+    let Reviewer { parsed, usage, .. } = match ran {
+        Ok(reviewer) => reviewer,
+        Err(spent) => {
+            pool.interrupted(input, start, worker.clone().plus(spent));
+            return Reviewed::Cancelled;
+        }
     };
     let mem = &pool.memory;
     let before = mem.history(input.index, &input.task);
