@@ -15,7 +15,8 @@
 //! bound — and the `zip` crate reads them through a view of the archive whose central
 //! directory is a new one naming only them ([`Spliced`]). Whatever else the archive holds is
 //! never read. What is kept of the three is bounded too: `result.json` (at most
-//! [`RESULT_LIMIT`]) is parsed, `changes.patch` (at most [`PATCH_LIMIT`]) is inflated in
+//! [`RESULT_LIMIT`]) is parsed (past it, only what the attempt spent is read out of it as it
+//! streams, and the attempt is refused: [`Oversized`]), `changes.patch` (at most [`PATCH_LIMIT`]) is inflated in
 //! chunks into an unlinked temporary file, which is what the arrival's checks and `git apply`
 //! read ([`crate::edge::git::PatchFile`]), and of `worker.log` (at most [`LOG_LIMIT`]) only the last
 //! [`crate::edge::worker::LOG_CAP`] bytes are kept, as a local run keeps of a work log. So the
@@ -40,6 +41,11 @@ pub const MAX_DIRECTORY_BYTES: u64 = 64 << 10;
 /// escapes can make 6 MiB), the paths it changed and the acceptance checks' outputs.
 pub const RESULT_LIMIT: u64 = 8 << 20;
 
+/// The bound of a `result.json` past [`RESULT_LIMIT`] (a worker that changed more paths than
+/// that holds), read as a stream for what the attempt spent, none of it held
+/// ([`Oversized`]).
+const RESULT_STREAM_LIMIT: u64 = 512 << 20;
+
 /// The bound of `changes.patch`, extracted into a temporary file (never held in memory).
 pub const PATCH_LIMIT: u64 = 128 << 20;
 
@@ -49,7 +55,7 @@ pub const LOG_LIMIT: u64 = 32 << 20;
 
 /// The bound of each entry read: `result.json`, `changes.patch`, `worker.log`.
 const LIMITS: [(&str, u64); 3] = [
-    (RESULT_FILE, RESULT_LIMIT),
+    (RESULT_FILE, RESULT_STREAM_LIMIT),
     (PATCH_FILE, PATCH_LIMIT),
     (LOG_FILE, LOG_LIMIT),
 ];
@@ -357,6 +363,62 @@ fn check_entry<R: Read + Seek>(
     Ok(wanted)
 }
 
+/// A `result.json` past [`RESULT_LIMIT`]: what it says of the attempt beside its lists and
+/// outputs (which are streamed past, never held).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Oversized {
+    task: usize,
+    attempt: u32,
+    round: u32,
+    base: String,
+    exit: super::artifact::ExitRecord,
+    duration_ms: u64,
+    #[serde(default)]
+    start: Option<String>,
+    #[serde(default)]
+    end: Option<String>,
+    #[serde(default)]
+    usage: Option<crate::pure::usage::Usage>,
+    #[serde(default)]
+    said: crate::pure::said::Said,
+}
+
+/// Reads `result.json` from its `entry` (of `declared` bytes): parsed whole within
+/// [`RESULT_LIMIT`]. Past it — a worker that changed more paths than that holds — the
+/// attempt is refused, but not what it spent: the result is what the file says of the
+/// attempt ([`Oversized`], read as a stream) with the refusal, its lists and outputs empty;
+/// one that records no spend is refused as an unreadable artifact.
+fn read_result(mut entry: impl Read, declared: u64) -> Result<WorkResult, String> {
+    let mut head = Vec::with_capacity(declared.min(RESULT_LIMIT) as usize);
+    (&mut entry)
+        .take(RESULT_LIMIT + 1)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("{RESULT_FILE}: {e}"))?;
+    if head.len() as u64 <= RESULT_LIMIT {
+        return serde_json::from_slice(&head)
+            .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"));
+    }
+    let refused = format!("{RESULT_FILE} is larger than {RESULT_LIMIT} bytes; refused");
+    let whole = std::io::Cursor::new(head)
+        .chain(entry)
+        .take(RESULT_STREAM_LIMIT);
+    let o: Oversized = serde_json::from_reader(whole).map_err(|_| refused.clone())?;
+    if o.usage.is_none() {
+        return Err(refused);
+    }
+    let report = crate::pure::outcome::AttemptReport {
+        exit: (&o.exit).into(),
+        ..Default::default()
+    };
+    let took = std::time::Duration::from_millis(o.duration_ms);
+    let mut result = WorkResult::new(o.task, o.attempt, o.round, &o.base, &report, took);
+    (result.start, result.end, result.usage) = (o.start, o.end, o.usage);
+    result.said = o.said;
+    result.refused = Some(refused);
+    Ok(result)
+}
+
 /// Reads the three files of a work job's artifact from its zip archive `archive` (see the
 /// module documentation): `Err` says why the artifact is refused.
 pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
@@ -376,9 +438,13 @@ pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
         inner_pos: None,
     };
     let mut zip = zip::ZipArchive::new(view).map_err(|e| format!("{NOT_A_ZIP}: {e}"))?;
+    let declared = entry_of(RESULT_FILE).map_or(0, |w| w.uncompressed);
+    let entry = zip
+        .by_name(RESULT_FILE)
+        .map_err(|e| format!("{RESULT_FILE}: {e}"))?;
+    let result = read_result(entry, declared)?;
     // Each entry is read to its end (the zip crate checks its CRC there) in chunks, refused
-    // past its bound, and kept as it is used: result.json parsed, changes.patch in a file,
-    // worker.log's tail.
+    // past its bound, and kept as it is used: changes.patch in a file, worker.log's tail.
     let mut read_entry = |name: &str, each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
         let Some(wanted) = entry_of(name) else {
             return Ok(None);
@@ -386,16 +452,8 @@ pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
         let f = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
         each_chunk(name, f, wanted.limit, each).map(Some)
     };
-    // The declared size (within the bound, checked): no doubling past it as it is read.
-    let declared = entry_of(RESULT_FILE).map_or(0, |w| w.uncompressed.min(RESULT_LIMIT));
-    let mut result = Vec::with_capacity(declared as usize);
-    read_entry(RESULT_FILE, &mut |c| {
-        result.extend_from_slice(c);
-        Ok(())
-    })?;
-    let result: WorkResult = serde_json::from_slice(&result)
-        .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"))?;
-    let patch = if entry_of(PATCH_FILE).is_some() {
+    // A refused attempt's patch is never integrated: it is not read.
+    let patch = if entry_of(PATCH_FILE).is_some() && result.refused.is_none() {
         let mut file = tempfile::tempfile()
             .map_err(|e| format!("cannot make a temporary file for {PATCH_FILE}: {e}"))?;
         let mut out = std::io::BufWriter::with_capacity(64 << 10, &mut file);
@@ -646,6 +704,63 @@ mod tests {
         assert!(
             err.contains("result.json is larger than 8388608 bytes"),
             "{err}"
+        );
+    }
+
+    /// A worker that changed more paths than result.json's bound holds (a work job's real
+    /// result, listing them) does not take its attempt's spend down with it: the attempt is
+    /// refused, its patch not read, and what the gateway metered for it is kept.
+    #[test]
+    fn a_result_over_its_bound_is_refused_but_keeps_what_the_attempt_spent() {
+        use crate::action::artifact::WorkResult;
+        let report = crate::pure::outcome::AttemptReport {
+            output: "COMPLETED: made them all\n".into(),
+            changed: (0..200_000)
+                .map(|i| format!("many/file-{i:08}.txt"))
+                .collect(),
+            present: (0..200_000)
+                .map(|i| format!("many/file-{i:08}.txt"))
+                .collect(),
+            ..Default::default()
+        };
+        let duration = std::time::Duration::from_secs(60);
+        let mut result = WorkResult::new(3, 2, 1, "abc", &report, duration);
+        let measured = crate::pure::usage::Measured {
+            start: "2026-11-23T05:20:13Z".parse().expect("a time"),
+            end: "2026-11-23T05:21:13Z".parse().expect("a time"),
+            usage: crate::pure::usage::Usage {
+                cost_usd: Some(1.25),
+                input_tokens: Some(4000),
+                output_tokens: Some(300),
+                model: Some("claude-sonnet-4-5".into()),
+            },
+        };
+        result.set_measured(&measured);
+        let dir = tempfile::tempdir().expect("a dir");
+        crate::action::artifact::write(dir.path(), &result, b"\x00patch".as_slice(), Some("log"))
+            .expect("written");
+        let json = std::fs::read(dir.path().join(RESULT_FILE)).expect("read");
+        assert!(json.len() as u64 > RESULT_LIMIT, "{}", json.len());
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for name in [RESULT_FILE, PATCH_FILE, LOG_FILE] {
+            let o = zip::write::SimpleFileOptions::default();
+            w.start_file(name, o).expect("start");
+            w.write_all(&std::fs::read(dir.path().join(name)).expect("read"))
+                .expect("write");
+        }
+        let c = read_bytes(&w.finish().expect("finish").into_inner()).expect("read");
+        assert_eq!((c.result.task, c.result.attempt), (3, 2));
+        let now = "2026-11-23T06:00:00Z".parse().expect("a time");
+        assert_eq!(c.result.measured(now), measured);
+        let refused = c.result.refused.expect("the attempt is refused");
+        assert!(
+            refused.contains("result.json is larger than 8388608 bytes"),
+            "{refused}"
+        );
+        assert!(c.result.changed.is_empty() && c.result.output.is_empty());
+        assert!(
+            c.patch.is_empty(),
+            "the patch of a refused attempt is not read"
         );
     }
 
