@@ -940,6 +940,46 @@ fn a_kill_9_of_dagexec_during_a_review_keeps_what_the_reviewer_spent_for_the_nex
     assert_eq!(row["outputTokens"], json!(output), "{row}");
 }
 
+/// The budget reached by the reviewer, not the worker: the worker's one request crosses
+/// `max-cost`, and the gateway refuses the reviewer's. That is a budget stop, as a worker's
+/// is — the run stops as when `max-cost` is spent, the task pending again (this attempt not
+/// spent on it), both spends in its record — not a failed review.
+#[test]
+fn a_budget_the_reviewer_reaches_stops_the_run_as_the_workers_would() {
+    let server = ModelServer::start();
+    let dir = repo(&one_task(), &[]);
+    let outside = tempfile::tempdir().unwrap();
+    let reviewer = outside.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!("cat > /dev/null\n{CURL_MESSAGES}\necho 'the model refused'\n"),
+    )
+    .unwrap();
+    let reviewer = format!("sh '{}'", reviewer.display());
+    let out = through_gateway(
+        dir.path(),
+        &server.url(),
+        &format!("{CURL_MESSAGES} > env.txt\necho 'COMPLETED: wrote env.txt'"),
+        &["--reviewer", &reviewer, "--max-cost", "0.0005"],
+    )
+    .run();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert_eq!(server.seen().len(), 1, "{said}");
+    assert!(said.contains("budget"), "{said}");
+    assert!(said.contains("not counted as a failure"), "{said}");
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["status"], "pending", "{row}\n{said}");
+    assert_eq!(row["attempts"], json!(0), "{row}\n{said}");
+    let (input, writes, reads, _) = ANTHROPIC_USAGE;
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    let plan = common::local::plan_or_done(dir.path());
+    assert!(
+        plan["tasks"][0].get("reviews").is_none(),
+        "{plan:#}\n{said}"
+    );
+}
+
 /// `rate-limits:` holds a provider's requests at the gateway until its last minute lets
 /// them start: with one request a minute, a worker's second request never reaches the server
 /// before its attempt's timeout (nor any retry's, each within the same minute).

@@ -511,6 +511,7 @@ async fn review_attempt(
         run: review_run,
         parsed,
         usage: spent,
+        ..
     }) = crate::flow::steps::review::run_reviewer_through(reviewer, to_review, rx, gateway).await
     else {
         return Err(ActionError::Input("the reviewer was cancelled".into()));

@@ -174,22 +174,29 @@ pub(crate) async fn run_reviewer_through(
     }
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
-    let (usage, _, _) = crate::flow::reported::through_gateway(&mut run, reviewer, wire.as_ref());
+    let (usage, _, budget) =
+        crate::flow::reported::through_gateway(&mut run, reviewer, wire.as_ref());
     let parsed = match &run.exit {
         crate::pure::outcome::Exit::Success => {
             review::parse(&run.stdout).map_err(|e| e.to_string())
         }
         other => Err(review::reviewer_failure(other, &run.stderr_tail)),
     };
-    Ok(Reviewer { run, parsed, usage })
+    Ok(Reviewer {
+        run,
+        parsed,
+        usage,
+        budget,
+    })
 }
 
-/// A reviewer's run: the process, its parsed verdict (or why there is none), and what it
-/// reported spending.
+/// A reviewer's run: the process, its parsed verdict (or why there is none), what it
+/// reported spending, and the budget the gateway refused one of its requests past, if it did.
 pub(crate) struct Reviewer {
     pub run: worker::WorkerRun,
     pub parsed: Result<Review, String>,
     pub usage: crate::pure::usage::Usage,
+    pub budget: Option<String>,
 }
 
 /// Before any worker runs: every reviewer command the run will use (the run's, and the
@@ -271,7 +278,7 @@ pub(crate) async fn review(
         start,
         ..
     } = at;
-    let (plan_path, common_dir) = (repo.root().join(&input.plan_rel), repo.common_dir());
+    let common_dir = repo.common_dir();
     let Some(reviewer) = review::reviewer_for(&input.task, input.reviewer.as_deref()) else {
         return Reviewed::Skipped;
     };
@@ -299,15 +306,29 @@ pub(crate) async fn review(
         live: Some((common_dir, &input.running(start), worker)),
     };
     let ran = run_reviewer_through(reviewer, &to_review, cancel, pool.gateway.as_deref()).await;
-    let Reviewer { parsed, usage, .. } = match ran {
+    let Reviewer {
+        parsed,
+        usage,
+        budget,
+        ..
+    } = match ran {
         Ok(reviewer) => reviewer,
         Err(spent) => {
             pool.interrupted(input, start, worker.clone().plus(spent));
             return Reviewed::Cancelled;
         }
     };
-    let mem = &pool.memory;
-    let before = mem.history(input.index, &input.task);
+    let before = pool.memory.history(input.index, &input.task);
+    // The gateway refused a request of the reviewer's past a budget: a budget stop, as a
+    // worker's is (the task pending again), not a failed review.
+    if let Some(why) = budget {
+        crate::pure::outcome::stopped_by_budget(verdict, &why);
+        return Reviewed::Done {
+            history: before,
+            question: None,
+            usage,
+        };
+    }
     let history_len = before.len();
     let c = review::conclude(
         input.index,
@@ -317,28 +338,44 @@ pub(crate) async fn review(
         before,
         parsed.as_ref().map_err(String::as_str),
     );
-    mem.set(input.index, c.history.clone());
-    if c.history.len() != history_len {
-        let (path, index, history) = (plan_path, input.index, c.history.clone());
-        let p = pool.clone();
+    keep_concluded(at, &c, c.history.len() != history_len, patch).await;
+    Reviewed::Done {
+        history: c.history,
+        question: c.question,
+        usage,
+    }
+}
+
+/// Keeps what the review concluded (`c`) for the task's next attempts: its history in
+/// memory and, when it `grew`, in the plan file (then the `after-review` failpoint fires);
+/// a rejected attempt's `patch` when the next attempt continues from it.
+async fn keep_concluded(
+    at: &Attempting<'_>,
+    c: &review::Concluded,
+    grew: bool,
+    patch: &crate::edge::git::Patch,
+) {
+    let (input, pool) = (at.input, at.pool.clone());
+    let index = input.index;
+    pool.memory.set(index, c.history.clone());
+    if grew {
+        let (path, history, p) = (
+            at.repo.root().join(&input.plan_rel),
+            c.history.clone(),
+            pool.clone(),
+        );
         let saved =
             tokio::task::spawn_blocking(move || p.memory.persist(&path, index, &history)).await;
         match saved {
             Ok(Ok(())) => crate::flow::failpoint("after-review", input.round),
             Ok(Err(e)) => tracing::warn!(
-                "task {}: the review could not be written to the plan file yet: {e}",
-                input.index
+                "task {index}: the review could not be written to the plan file yet: {e}"
             ),
-            Err(e) => tracing::warn!("task {}: saving the review panicked: {e}", input.index),
+            Err(e) => tracing::warn!("task {index}: saving the review panicked: {e}"),
         }
     }
     if c.retry && review::start_for(input.attempt + 1) == NextTree::Continue {
-        held(&mem.carry).insert(input.index, patch.clone());
-    }
-    Reviewed::Done {
-        history: c.history,
-        question: c.question,
-        usage,
+        held(&pool.memory.carry).insert(index, patch.clone());
     }
 }
 
