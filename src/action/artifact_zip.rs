@@ -16,7 +16,8 @@
 //! directory is a new one naming only them ([`Spliced`]). Whatever else the archive holds is
 //! never read. What is kept of the three is bounded too: `result.json` (at most
 //! [`RESULT_LIMIT`]) is parsed (past it, only what the attempt spent is read out of it as it
-//! streams, and the attempt is refused: [`Oversized`]), `changes.patch` (at most [`PATCH_LIMIT`]) is inflated in
+//! streams, and the attempt is refused: [`Oversized`]), `changes.patch` (at most
+//! [`PATCH_LIMIT`]; past it the attempt is refused, its spend kept) is inflated in
 //! chunks into an unlinked temporary file, which is what the arrival's checks and `git apply`
 //! read ([`crate::edge::git::PatchFile`]), and of `worker.log` (at most [`LOG_LIMIT`]) only the last
 //! [`crate::edge::worker::LOG_CAP`] bytes are kept, as a local run keeps of a work log. So the
@@ -82,10 +83,15 @@ fn each_chunk(
         };
         total += n as u64;
         if total > limit {
-            return Err(format!("{name} is larger than {limit} bytes; refused"));
+            return Err(too_large(name, limit));
         }
         each(&buf[..n]).map_err(|e| format!("{name}: {e}"))?;
     }
+}
+
+/// Why entry `name` is refused: over its bound, `limit`.
+fn too_large(name: &str, limit: u64) -> String {
+    format!("{name} is larger than {limit} bytes; refused")
 }
 
 const EOCD: u32 = 0x0605_4b50;
@@ -345,8 +351,9 @@ fn check_entry<R: Read + Seek>(
         uncompressed: u64u.unwrap_or(uncompressed.into()),
         local: u64l.unwrap_or(local.into()),
     };
-    if wanted.uncompressed > limit {
-        return Err(format!("{name} is larger than {limit} bytes; refused"));
+    // A patch over its bound refuses the attempt, not the artifact ([`read`]).
+    if wanted.uncompressed > limit && name != PATCH_FILE {
+        return Err(too_large(name, limit));
     }
     let data_end = wanted
         .local
@@ -399,7 +406,7 @@ fn read_result(mut entry: impl Read, declared: u64) -> Result<WorkResult, String
         return serde_json::from_slice(&head)
             .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"));
     }
-    let refused = format!("{RESULT_FILE} is larger than {RESULT_LIMIT} bytes; refused");
+    let refused = too_large(RESULT_FILE, RESULT_LIMIT);
     let whole = std::io::Cursor::new(head)
         .chain(entry)
         .take(RESULT_STREAM_LIMIT);
@@ -442,7 +449,13 @@ pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
     let entry = zip
         .by_name(RESULT_FILE)
         .map_err(|e| format!("{RESULT_FILE}: {e}"))?;
-    let result = read_result(entry, declared)?;
+    let mut result = read_result(entry, declared)?;
+    // A patch its entry says is over its bound (one that lies is refused as it is read).
+    if entry_of(PATCH_FILE).is_some_and(|w| w.uncompressed > w.limit) {
+        result
+            .refused
+            .get_or_insert_with(|| too_large(PATCH_FILE, PATCH_LIMIT));
+    }
     // Each entry is read to its end (the zip crate checks its CRC there) in chunks, refused
     // past its bound, and kept as it is used: changes.patch in a file, worker.log's tail.
     let mut read_entry = |name: &str, each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
@@ -762,6 +775,47 @@ mod tests {
             c.patch.is_empty(),
             "the patch of a refused attempt is not read"
         );
+    }
+
+    /// A patch over its bound (a binary change near the 100 MiB a task's change may hold grows
+    /// past it in git's encoding) refuses the attempt, not the artifact: what the attempt
+    /// spent is kept.
+    #[test]
+    fn a_patch_over_its_bound_is_refused_but_keeps_what_the_attempt_spent() {
+        let report = crate::pure::outcome::AttemptReport::default();
+        let took = std::time::Duration::from_secs(5);
+        let mut result = crate::action::artifact::WorkResult::new(1, 1, 1, "abc", &report, took);
+        result.usage = Some(crate::pure::usage::Usage {
+            cost_usd: Some(0.5),
+            ..Default::default()
+        });
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for (name, data) in [
+            (RESULT_FILE, serde_json::to_vec(&result).expect("json")),
+            (PATCH_FILE, b"diff\n".to_vec()),
+        ] {
+            w.start_file(name, options()).expect("start");
+            w.write_all(&data).expect("write");
+        }
+        let mut bytes = w.finish().expect("finish").into_inner();
+        // The patch's entry says it holds one byte more than the bound.
+        let dir = end_of(&bytes).expect("end").directory_offset as usize;
+        let at = dir
+            + bytes[dir..]
+                .windows(PATCH_FILE.len())
+                .position(|w| w == PATCH_FILE.as_bytes())
+                .expect("the name")
+            - 46;
+        let over = u32::try_from(PATCH_LIMIT + 1).expect("fits");
+        bytes[at + 24..at + 28].copy_from_slice(&over.to_le_bytes());
+        let c = read_bytes(&bytes).expect("read");
+        assert_eq!(c.result.usage.and_then(|u| u.cost_usd), Some(0.5));
+        let refused = c.result.refused.expect("the attempt is refused");
+        assert!(
+            refused.contains("changes.patch is larger than 134217728 bytes"),
+            "{refused}"
+        );
+        assert!(c.patch.is_empty());
     }
 
     /// The directory the end record points at is the one walked; an end record that lies (3
