@@ -940,6 +940,46 @@ fn a_kill_9_of_dagexec_during_a_review_keeps_what_the_reviewer_spent_for_the_nex
     assert_eq!(row["outputTokens"], json!(output), "{row}");
 }
 
+/// A worker whose CLI reports exactly what the gateway counted for it, and a reviewer that
+/// spends through the gateway too: nothing disagrees, and nothing says so — the record's
+/// CLI figures are the worker's and the reviewer's together.
+#[test]
+fn a_reviewers_spend_is_not_shown_as_the_workers_cli_disagreeing_with_the_wire() {
+    let server = ModelServer::start();
+    let dir = repo(&one_task(), &[]);
+    let outside = tempfile::tempdir().unwrap();
+    let reviewer = outside.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "cat > /dev/null\n{CURL_MESSAGES} > /dev/null\necho APPROVED\necho 'summary: fine'\n"
+        ),
+    )
+    .unwrap();
+    let reviewer = format!("sh '{}'", reviewer.display());
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let script = format!(
+        "{CURL_MESSAGES} > env.txt\n\
+         echo '{{\"cost_usd\": {}, \"input_tokens\": {}, \"output_tokens\": {output}}}' > \"$DAGEXEC_USAGE_FILE\"\n\
+         echo 'COMPLETED: asked once'",
+        anthropic_response_cost(),
+        input + writes + reads
+    );
+    let out = through_gateway(
+        dir.path(),
+        &server.url(),
+        &script,
+        &["--reviewer", &reviewer],
+    )
+    .run();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(server.seen().len(), 2, "{said}");
+    assert!(!said.contains("differs from the gateway's count"), "{said}");
+    let table = exec(dir.path(), &["status"]);
+    assert!(!table.stdout().contains("(CLI:"), "{}", table.stdout());
+}
+
 /// The budget reached by the reviewer, not the worker: the worker's one request crosses
 /// `max-cost`, and the gateway refuses the reviewer's. That is a budget stop, as a worker's
 /// is — the run stops as when `max-cost` is spent, the task pending again (this attempt not

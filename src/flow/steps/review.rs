@@ -37,15 +37,23 @@ pub(crate) enum Reviewed {
     /// Not reviewed: no reviewer for this task, or the attempt did not complete.
     Skipped,
     /// The verdict was updated; the history and any question go to the plan, and what the
-    /// reviewer spent is the attempt's too.
+    /// reviewer spent is the attempt's too ([`Spending`]).
     Done {
         history: Vec<ReviewEntry>,
         question: Option<Question>,
-        usage: crate::pure::usage::Usage,
     },
     /// Ctrl-C stopped the reviewer: the attempt's record, with what the worker and the
     /// reviewer spent, waits in the pool ([`crate::flow::pool::Pool::interrupted`]).
     Cancelled,
+}
+
+/// What a local attempt has spent: the wire's count first (its CLI's report where the wire
+/// has none), and what its worker's CLI reported beside it, when it reported anything — its
+/// worker's, then its reviewer's added ([`review`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Spending {
+    pub usage: crate::pure::usage::Usage,
+    pub reported: Option<crate::pure::usage::Usage>,
 }
 
 /// A completed attempt, as the reviewer is given it.
@@ -174,8 +182,9 @@ pub(crate) async fn run_reviewer_through(
     }
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
-    let (usage, _, budget) =
+    let (usage, told, budget) =
         crate::flow::reported::through_gateway(&mut run, reviewer, wire.as_ref());
+    let reported = told.cli_usage.unwrap_or_else(|| usage.clone());
     let parsed = match &run.exit {
         crate::pure::outcome::Exit::Success => {
             review::parse(&run.stdout).map_err(|e| e.to_string())
@@ -186,16 +195,20 @@ pub(crate) async fn run_reviewer_through(
         run,
         parsed,
         usage,
+        reported,
         budget,
     })
 }
 
-/// A reviewer's run: the process, its parsed verdict (or why there is none), what it
-/// reported spending, and the budget the gateway refused one of its requests past, if it did.
+/// A reviewer's run: the process, its parsed verdict (or why there is none), what it spent
+/// (the wire's count first), what its CLI reported (the wire's count where it reported
+/// nothing: beside a worker CLI's own report, the record compares like with like), and the
+/// budget the gateway refused one of its requests past, if it did.
 pub(crate) struct Reviewer {
     pub run: worker::WorkerRun,
     pub parsed: Result<Review, String>,
     pub usage: crate::pure::usage::Usage,
+    pub reported: crate::pure::usage::Usage,
     pub budget: Option<String>,
 }
 
@@ -260,15 +273,16 @@ pub(crate) fn program_exists(program: &str, root: &Path) -> bool {
 /// file before anything else happens. A rejected attempt 1 leaves its
 /// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
 /// ignored: the patch is taken before. What the reviewer spends adds to what the worker
-/// spent (`worker`) in the attempt's live spend file as it grows, and in its record when
-/// Ctrl-C stops the reviewer.
+/// spent (`spent`): in the attempt's live spend file as it grows, in its record when Ctrl-C
+/// stops the reviewer, and in `spent` once it ends (what its CLI reported beside the worker
+/// CLI's report).
 pub(crate) async fn review(
     at: &Attempting<'_>,
     wt: &Worktree,
     verdict: &mut Verdict,
     patch: &crate::edge::git::Patch,
     touched: &[String],
-    worker: &crate::pure::usage::Usage,
+    spent: &mut Spending,
 ) -> Reviewed {
     let &Attempting {
         repo,
@@ -303,21 +317,24 @@ pub(crate) async fn review(
         patch,
         touched,
         keep_logs_in: logs_dir.as_deref().map(|d| (common_dir, d)),
-        live: Some((common_dir, &input.running(start), worker)),
+        live: Some((common_dir, &input.running(start), &spent.usage)),
     };
     let ran = run_reviewer_through(reviewer, &to_review, cancel, pool.gateway.as_deref()).await;
     let Reviewer {
         parsed,
         usage,
+        reported,
         budget,
         ..
     } = match ran {
         Ok(reviewer) => reviewer,
-        Err(spent) => {
-            pool.interrupted(input, start, worker.clone().plus(spent));
+        Err(stopped) => {
+            pool.interrupted(input, start, spent.usage.clone().plus(stopped));
             return Reviewed::Cancelled;
         }
     };
+    spent.usage = spent.usage.clone().plus(usage);
+    spent.reported = spent.reported.take().map(|r| r.plus(reported));
     let before = pool.memory.history(input.index, &input.task);
     // The gateway refused a request of the reviewer's past a budget: a budget stop, as a
     // worker's is (the task pending again), not a failed review.
@@ -326,7 +343,6 @@ pub(crate) async fn review(
         return Reviewed::Done {
             history: before,
             question: None,
-            usage,
         };
     }
     let history_len = before.len();
@@ -342,7 +358,6 @@ pub(crate) async fn review(
     Reviewed::Done {
         history: c.history,
         question: c.question,
-        usage,
     }
 }
 
