@@ -913,14 +913,11 @@ fn a_kill_9_of_dagexec_during_a_review_keeps_what_the_reviewer_spent_for_the_nex
         .unwrap();
     let asked = outside.path().join("asked");
     wait_for(&mut child, "the reviewer's request", || asked.exists());
-    // The live file follows the spend as it grows: give it a moment to be written.
+    // The attempt's live file follows the reviewer's spend as it grows.
     let live = d.join(".git/dagexec/spend/task-0-attempt-1.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::time::Instant::now() < deadline
-        && !std::fs::read_to_string(&live).is_ok_and(|t| t.contains("inputTokens"))
-    {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for(&mut child, "the reviewer's spend on disk", || {
+        std::fs::read_to_string(&live).is_ok_and(|t| t.contains("inputTokens"))
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     let again = through_gateway(

@@ -370,8 +370,7 @@ async fn keep_concluded(
     grew: bool,
     patch: &crate::edge::git::Patch,
 ) {
-    let (input, pool) = (at.input, at.pool.clone());
-    let index = input.index;
+    let (input, pool, index) = (at.input, at.pool, at.input.index);
     pool.memory.set(index, c.history.clone());
     if grew {
         let (path, history, p) = (
