@@ -15,7 +15,9 @@
 //! bound — and the `zip` crate reads them through a view of the archive whose central
 //! directory is a new one naming only them ([`Spliced`]). Whatever else the archive holds is
 //! never read. What is kept of the three is bounded too: `result.json` (at most
-//! [`RESULT_LIMIT`]) is parsed, `changes.patch` (at most [`PATCH_LIMIT`]) is inflated in
+//! [`RESULT_LIMIT`]) is parsed (past it, only what the attempt spent is read out of it as it
+//! streams, and the attempt is refused: [`Oversized`]), `changes.patch` (at most
+//! [`PATCH_LIMIT`]; past it the attempt is refused, its spend kept) is inflated in
 //! chunks into an unlinked temporary file, which is what the arrival's checks and `git apply`
 //! read ([`crate::edge::git::PatchFile`]), and of `worker.log` (at most [`LOG_LIMIT`]) only the last
 //! [`crate::edge::worker::LOG_CAP`] bytes are kept, as a local run keeps of a work log. So the
@@ -40,6 +42,11 @@ pub const MAX_DIRECTORY_BYTES: u64 = 64 << 10;
 /// escapes can make 6 MiB), the paths it changed and the acceptance checks' outputs.
 pub const RESULT_LIMIT: u64 = 8 << 20;
 
+/// The bound of a `result.json` past [`RESULT_LIMIT`] (a worker that changed more paths than
+/// that holds), read as a stream for what the attempt spent, none of it held
+/// ([`Oversized`]).
+const RESULT_STREAM_LIMIT: u64 = 512 << 20;
+
 /// The bound of `changes.patch`, extracted into a temporary file (never held in memory).
 pub const PATCH_LIMIT: u64 = 128 << 20;
 
@@ -49,7 +56,7 @@ pub const LOG_LIMIT: u64 = 32 << 20;
 
 /// The bound of each entry read: `result.json`, `changes.patch`, `worker.log`.
 const LIMITS: [(&str, u64); 3] = [
-    (RESULT_FILE, RESULT_LIMIT),
+    (RESULT_FILE, RESULT_STREAM_LIMIT),
     (PATCH_FILE, PATCH_LIMIT),
     (LOG_FILE, LOG_LIMIT),
 ];
@@ -76,10 +83,15 @@ fn each_chunk(
         };
         total += n as u64;
         if total > limit {
-            return Err(format!("{name} is larger than {limit} bytes; refused"));
+            return Err(too_large(name, limit));
         }
         each(&buf[..n]).map_err(|e| format!("{name}: {e}"))?;
     }
+}
+
+/// Why entry `name` is refused: over its bound, `limit`.
+fn too_large(name: &str, limit: u64) -> String {
+    format!("{name} is larger than {limit} bytes; refused")
 }
 
 const EOCD: u32 = 0x0605_4b50;
@@ -339,8 +351,9 @@ fn check_entry<R: Read + Seek>(
         uncompressed: u64u.unwrap_or(uncompressed.into()),
         local: u64l.unwrap_or(local.into()),
     };
-    if wanted.uncompressed > limit {
-        return Err(format!("{name} is larger than {limit} bytes; refused"));
+    // A patch over its bound refuses the attempt, not the artifact ([`read`]).
+    if wanted.uncompressed > limit && name != PATCH_FILE {
+        return Err(too_large(name, limit));
     }
     let data_end = wanted
         .local
@@ -355,6 +368,62 @@ fn check_entry<R: Read + Seek>(
         return Err(broken("an entry without its local header"));
     }
     Ok(wanted)
+}
+
+/// A `result.json` past [`RESULT_LIMIT`]: what it says of the attempt beside its lists and
+/// outputs (which are streamed past, never held).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Oversized {
+    task: usize,
+    attempt: u32,
+    round: u32,
+    base: String,
+    exit: super::artifact::ExitRecord,
+    duration_ms: u64,
+    #[serde(default)]
+    start: Option<String>,
+    #[serde(default)]
+    end: Option<String>,
+    #[serde(default)]
+    usage: Option<crate::pure::usage::Usage>,
+    #[serde(default)]
+    said: crate::pure::said::Said,
+}
+
+/// Reads `result.json` from its `entry` (of `declared` bytes): parsed whole within
+/// [`RESULT_LIMIT`]. Past it — a worker that changed more paths than that holds — the
+/// attempt is refused, but not what it spent: the result is what the file says of the
+/// attempt ([`Oversized`], read as a stream) with the refusal, its lists and outputs empty;
+/// one that records no spend is refused as an unreadable artifact.
+fn read_result(mut entry: impl Read, declared: u64) -> Result<WorkResult, String> {
+    let mut head = Vec::with_capacity(declared.min(RESULT_LIMIT) as usize);
+    (&mut entry)
+        .take(RESULT_LIMIT + 1)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("{RESULT_FILE}: {e}"))?;
+    if head.len() as u64 <= RESULT_LIMIT {
+        return serde_json::from_slice(&head)
+            .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"));
+    }
+    let refused = too_large(RESULT_FILE, RESULT_LIMIT);
+    let whole = std::io::Cursor::new(head)
+        .chain(entry)
+        .take(RESULT_STREAM_LIMIT);
+    let o: Oversized = serde_json::from_reader(whole).map_err(|_| refused.clone())?;
+    if o.usage.is_none() {
+        return Err(refused);
+    }
+    let report = crate::pure::outcome::AttemptReport {
+        exit: (&o.exit).into(),
+        ..Default::default()
+    };
+    let took = std::time::Duration::from_millis(o.duration_ms);
+    let mut result = WorkResult::new(o.task, o.attempt, o.round, &o.base, &report, took);
+    (result.start, result.end, result.usage) = (o.start, o.end, o.usage);
+    result.said = o.said;
+    result.refused = Some(refused);
+    Ok(result)
 }
 
 /// Reads the three files of a work job's artifact from its zip archive `archive` (see the
@@ -376,9 +445,19 @@ pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
         inner_pos: None,
     };
     let mut zip = zip::ZipArchive::new(view).map_err(|e| format!("{NOT_A_ZIP}: {e}"))?;
+    let declared = entry_of(RESULT_FILE).map_or(0, |w| w.uncompressed);
+    let entry = zip
+        .by_name(RESULT_FILE)
+        .map_err(|e| format!("{RESULT_FILE}: {e}"))?;
+    let mut result = read_result(entry, declared)?;
+    // A patch its entry says is over its bound (one that lies is refused as it is read).
+    if entry_of(PATCH_FILE).is_some_and(|w| w.uncompressed > w.limit) {
+        result
+            .refused
+            .get_or_insert_with(|| too_large(PATCH_FILE, PATCH_LIMIT));
+    }
     // Each entry is read to its end (the zip crate checks its CRC there) in chunks, refused
-    // past its bound, and kept as it is used: result.json parsed, changes.patch in a file,
-    // worker.log's tail.
+    // past its bound, and kept as it is used: changes.patch in a file, worker.log's tail.
     let mut read_entry = |name: &str, each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
         let Some(wanted) = entry_of(name) else {
             return Ok(None);
@@ -386,16 +465,8 @@ pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
         let f = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
         each_chunk(name, f, wanted.limit, each).map(Some)
     };
-    // The declared size (within the bound, checked): no doubling past it as it is read.
-    let declared = entry_of(RESULT_FILE).map_or(0, |w| w.uncompressed.min(RESULT_LIMIT));
-    let mut result = Vec::with_capacity(declared as usize);
-    read_entry(RESULT_FILE, &mut |c| {
-        result.extend_from_slice(c);
-        Ok(())
-    })?;
-    let result: WorkResult = serde_json::from_slice(&result)
-        .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"))?;
-    let patch = if entry_of(PATCH_FILE).is_some() {
+    // A refused attempt's patch is never integrated: it is not read.
+    let patch = if entry_of(PATCH_FILE).is_some() && result.refused.is_none() {
         let mut file = tempfile::tempfile()
             .map_err(|e| format!("cannot make a temporary file for {PATCH_FILE}: {e}"))?;
         let mut out = std::io::BufWriter::with_capacity(64 << 10, &mut file);
@@ -647,6 +718,104 @@ mod tests {
             err.contains("result.json is larger than 8388608 bytes"),
             "{err}"
         );
+    }
+
+    /// A worker that changed more paths than result.json's bound holds (a work job's real
+    /// result, listing them) does not take its attempt's spend down with it: the attempt is
+    /// refused, its patch not read, and what the gateway metered for it is kept.
+    #[test]
+    fn a_result_over_its_bound_is_refused_but_keeps_what_the_attempt_spent() {
+        use crate::action::artifact::WorkResult;
+        let report = crate::pure::outcome::AttemptReport {
+            output: "COMPLETED: made them all\n".into(),
+            changed: (0..200_000)
+                .map(|i| format!("many/file-{i:08}.txt"))
+                .collect(),
+            present: (0..200_000)
+                .map(|i| format!("many/file-{i:08}.txt"))
+                .collect(),
+            ..Default::default()
+        };
+        let duration = std::time::Duration::from_secs(60);
+        let mut result = WorkResult::new(3, 2, 1, "abc", &report, duration);
+        let measured = crate::pure::usage::Measured {
+            start: "2026-11-23T05:20:13Z".parse().expect("a time"),
+            end: "2026-11-23T05:21:13Z".parse().expect("a time"),
+            usage: crate::pure::usage::Usage {
+                cost_usd: Some(1.25),
+                input_tokens: Some(4000),
+                output_tokens: Some(300),
+                model: Some("claude-sonnet-4-5".into()),
+            },
+        };
+        result.set_measured(&measured);
+        let dir = tempfile::tempdir().expect("a dir");
+        crate::action::artifact::write(dir.path(), &result, b"\x00patch".as_slice(), Some("log"))
+            .expect("written");
+        let json = std::fs::read(dir.path().join(RESULT_FILE)).expect("read");
+        assert!(json.len() as u64 > RESULT_LIMIT, "{}", json.len());
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for name in [RESULT_FILE, PATCH_FILE, LOG_FILE] {
+            let o = zip::write::SimpleFileOptions::default();
+            w.start_file(name, o).expect("start");
+            w.write_all(&std::fs::read(dir.path().join(name)).expect("read"))
+                .expect("write");
+        }
+        let c = read_bytes(&w.finish().expect("finish").into_inner()).expect("read");
+        assert_eq!((c.result.task, c.result.attempt), (3, 2));
+        let now = "2026-11-23T06:00:00Z".parse().expect("a time");
+        assert_eq!(c.result.measured(now), measured);
+        let refused = c.result.refused.expect("the attempt is refused");
+        assert!(
+            refused.contains("result.json is larger than 8388608 bytes"),
+            "{refused}"
+        );
+        assert!(c.result.changed.is_empty() && c.result.output.is_empty());
+        assert!(
+            c.patch.is_empty(),
+            "the patch of a refused attempt is not read"
+        );
+    }
+
+    /// A patch over its bound (a binary change near the 100 MiB a task's change may hold grows
+    /// past it in git's encoding) refuses the attempt, not the artifact: what the attempt
+    /// spent is kept.
+    #[test]
+    fn a_patch_over_its_bound_is_refused_but_keeps_what_the_attempt_spent() {
+        let report = crate::pure::outcome::AttemptReport::default();
+        let took = std::time::Duration::from_secs(5);
+        let mut result = crate::action::artifact::WorkResult::new(1, 1, 1, "abc", &report, took);
+        result.usage = Some(crate::pure::usage::Usage {
+            cost_usd: Some(0.5),
+            ..Default::default()
+        });
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for (name, data) in [
+            (RESULT_FILE, serde_json::to_vec(&result).expect("json")),
+            (PATCH_FILE, b"diff\n".to_vec()),
+        ] {
+            w.start_file(name, options()).expect("start");
+            w.write_all(&data).expect("write");
+        }
+        let mut bytes = w.finish().expect("finish").into_inner();
+        // The patch's entry says it holds one byte more than the bound.
+        let dir = end_of(&bytes).expect("end").directory_offset as usize;
+        let at = dir
+            + bytes[dir..]
+                .windows(PATCH_FILE.len())
+                .position(|w| w == PATCH_FILE.as_bytes())
+                .expect("the name")
+            - 46;
+        let over = u32::try_from(PATCH_LIMIT + 1).expect("fits");
+        bytes[at + 24..at + 28].copy_from_slice(&over.to_le_bytes());
+        let c = read_bytes(&bytes).expect("read");
+        assert_eq!(c.result.usage.and_then(|u| u.cost_usd), Some(0.5));
+        let refused = c.result.refused.expect("the attempt is refused");
+        assert!(
+            refused.contains("changes.patch is larger than 134217728 bytes"),
+            "{refused}"
+        );
+        assert!(c.patch.is_empty());
     }
 
     /// The directory the end record points at is the one walked; an end record that lies (3

@@ -7,7 +7,7 @@ use crate::edge::git::{Patch, Repo, Worktree};
 use crate::edge::shell;
 use crate::edge::worker::{self, Stop, WorkerSpec};
 use crate::flow::reported::Told;
-use crate::flow::steps::review::Reviewed;
+use crate::flow::steps::review::{Reviewed, Spending, review};
 use crate::pure::outcome::{self, AttemptReport, CheckRun, Verdict};
 use crate::pure::plan::model::Task;
 use std::path::Path;
@@ -172,10 +172,6 @@ pub(crate) fn observe_and_judge(
 }
 
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one field over: the egress hosts a judged attempt carries (issue 35); split with the next change here"
-)]
 pub(crate) async fn run(
     repo: Arc<Repo>,
     pool: Arc<Pool>,
@@ -204,6 +200,7 @@ pub(crate) async fn run(
     let (usage, mut told, budget_stop) =
         crate::flow::reported::through_gateway(&mut run, &input.worker, wire.as_ref());
     let reported = told.cli_usage.take();
+    let mut spent = Spending { usage, reported };
     let question = crate::flow::steps::longrun::long_run_output(
         &input.task,
         input.attempt,
@@ -220,25 +217,17 @@ pub(crate) async fn run(
     if let Some(why) = budget_stop {
         crate::pure::outcome::stopped_by_budget(&mut verdict, &why);
     }
-    let reviewed =
-        crate::flow::steps::review::review(&running, &wt, &mut verdict, &patch, &touched).await;
+    let reviewed = review(&running, &wt, &mut verdict, &patch, &touched, &mut spent).await;
     verdict.warnings.extend(pool.release(wt));
     tracing::debug!(
         task = input.index,
         attempt = input.attempt,
         "worktree released"
     );
-    let (reviews, question, usage) = match reviewed {
-        Reviewed::Cancelled => {
-            pool.interrupted(&input, start, usage);
-            return Ok(AttemptEnd::Cancelled);
-        }
-        Reviewed::Skipped => (None, question, usage),
-        Reviewed::Done {
-            history,
-            question,
-            usage: reviewer,
-        } => (Some(history), question, usage.plus(reviewer)),
+    let (reviews, question) = match reviewed {
+        Reviewed::Cancelled => return Ok(AttemptEnd::Cancelled),
+        Reviewed::Skipped => (None, question),
+        Reviewed::Done { history, question } => (Some(history), question),
     };
     crate::flow::steps::longrun::keep_partial(
         &input.task,
@@ -257,10 +246,10 @@ pub(crate) async fn run(
         duration,
         reviews,
         question,
-        measured: Some(crate::pure::usage::Measured::since(start, usage)),
+        measured: Some(crate::pure::usage::Measured::since(start, spent.usage)),
         timed_out,
         rebase: input.rebase,
-        reported,
+        reported: spent.reported,
         network: Default::default(),
     })))
 }
@@ -321,7 +310,7 @@ async fn run_worker(
     // What it spends is kept on disk as it grows, for a crash of this process.
     let live = pass.as_ref().map(|p| {
         let at = input.running(start);
-        crate::flow::live::keep(repo.common_dir(), at, p.watch())
+        crate::flow::live::keep(repo.common_dir(), at, Default::default(), p.watch())
     });
     // A long-run worker's progress is kept as it goes, for a crash of this process.
     let watch = crate::flow::steps::longrun::watch_checkpoint(

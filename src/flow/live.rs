@@ -50,13 +50,15 @@ impl Running {
     }
 }
 
-/// Follows the attempt's spend at the gateway (`spend`) and writes its record to its live
-/// file whenever the tokens grew, until the gateway forgets the attempt (its pass and every
-/// response streaming for it gone) or the returned task is aborted. A write that fails is
-/// logged and tried again at the next change.
+/// Follows the attempt's spend at the gateway (`spend`: its worker's, or its reviewer's
+/// after the worker spent `before`) and writes its record to its live file whenever the
+/// tokens grew, until the gateway forgets that pass (the pass and every response streaming
+/// for it gone) or the returned task is aborted. A write that fails is logged and tried
+/// again at the next change.
 pub(crate) fn keep(
     common_dir: &Path,
     at: Running,
+    before: crate::pure::usage::Usage,
     spend: tokio::sync::watch::Receiver<crate::edge::gateway::Spend>,
 ) -> tokio::task::JoinHandle<()> {
     let root = common_dir.to_path_buf();
@@ -65,7 +67,8 @@ pub(crate) fn keep(
     tokio::spawn(on_growth(
         spend,
         move |now| {
-            let bytes = serde_json::to_vec(&at.record(now.usage())).expect("a record serialises");
+            let usage = before.clone().plus(now.usage());
+            let bytes = serde_json::to_vec(&at.record(usage)).expect("a record serialises");
             crate::edge::fsx::write(&root, &path, &bytes).map_err(|e| e.to_string())
         },
         move |e| tracing::warn!("task {task}: cannot keep the attempt's spend so far: {e}"),

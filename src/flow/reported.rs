@@ -50,7 +50,8 @@ pub(crate) fn through_gateway(
 
 /// What the attempt spent, once the model gateway's count (`wire`, when it served the
 /// worker) is taken in: the wire's tokens and cost first, the CLI's own report where the wire
-/// has none (a model without a price); a CLI report that disagrees with the wire is shown as
+/// has none (a model without a price: then what the wire priced of the others is its floor);
+/// a CLI report that disagrees with the wire is shown as
 /// a warning with both. A request the gateway refused past the request cap makes a failed
 /// attempt's reason; one refused past a budget is returned: the attempt was stopped by the
 /// budget, whatever its worker said after ([`crate::pure::outcome::stopped_by_budget`]).
@@ -76,11 +77,49 @@ fn with_wire(
         told.warnings.push(m);
     }
     told.cli_usage = Some(cli.clone()).filter(|u| !u.is_empty());
+    let mut usage = counted.or(cli);
     if !wire.unpriced.is_empty() {
         told.warnings.push(format!(
             "no price for the model(s) {}: the gateway counted their tokens but not their cost; add them under `prices:` in .design/dagexec.yml",
             wire.unpriced.iter().cloned().collect::<Vec<_>>().join(", ")
         ));
+        // What the gateway priced of the others is a floor: the CLI's own report may be
+        // fuller (its total), never lower.
+        let priced = (wire.cost_usd > 0.0).then_some(wire.cost_usd);
+        usage.cost_usd = usage.cost_usd.into_iter().chain(priced).reduce(f64::max);
     }
-    (counted.or(cli), budget)
+    (usage, budget)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pure::usage::Usage;
+
+    /// A model the price table lacks beside a priced one: what the gateway metered for the
+    /// priced one is a floor the CLI's own report cannot lower (a worker that writes `$0` to
+    /// its usage file), while a fuller report (a CLI's own total, the unpriced model's share
+    /// in it) is taken.
+    #[test]
+    fn a_model_without_a_price_leaves_what_the_wire_priced_as_a_floor() {
+        let mut wire = crate::edge::gateway::Spend::default();
+        let tokens = crate::pure::gateway::Tokens {
+            input: 1000,
+            output: 100,
+            ..Default::default()
+        };
+        wire.tokens.insert("claude-sonnet-4-5".into(), tokens);
+        wire.tokens.insert("mystery-1".into(), tokens);
+        wire.unpriced.insert("mystery-1".into());
+        (wire.cost_usd, wire.requests) = (0.5, 2);
+        for (reported, kept) in [(Some(0.0), 0.5), (None, 0.5), (Some(0.75), 0.75)] {
+            let cli = Usage {
+                cost_usd: reported,
+                ..Default::default()
+            };
+            let (usage, _) = with_wire(cli, &mut Told::default(), Some(&wire));
+            assert_eq!(usage.cost_usd, Some(kept), "{reported:?}");
+            assert_eq!(usage.input_tokens, Some(2000));
+        }
+    }
 }

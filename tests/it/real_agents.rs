@@ -822,6 +822,201 @@ fn a_kill_9_of_dagexec_mid_stream_keeps_the_spend_so_far_for_the_next_run() {
     assert!(!live.exists(), "the live file is left");
 }
 
+/// A reviewer that spent through the gateway and then waits: the run stopped while it
+/// waits, by Ctrl-C or by `kill -9` of dagexec itself. Returns the repository and the
+/// marker file the reviewer touches once its request is answered.
+fn reviewing(server: &ModelServer, dir: &Path) -> (common::local::Local, tempfile::TempDir) {
+    let outside = tempfile::tempdir().unwrap();
+    let asked = outside.path().join("asked");
+    let reviewer = outside.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "cat > /dev/null\n{CURL_MESSAGES} > /dev/null\ntouch '{}'\nsleep 60\necho APPROVED\n",
+            asked.display()
+        ),
+    )
+    .unwrap();
+    let reviewer = format!("sh '{}'", reviewer.display());
+    let run = through_gateway(
+        dir,
+        &server.url(),
+        "echo x > env.txt; echo 'COMPLETED: wrote env.txt'",
+        &["--reviewer", &reviewer],
+    );
+    (run, outside)
+}
+
+/// Waits until `until` holds (failing the test after two minutes or when `child` ended).
+fn wait_for(child: &mut std::process::Child, what: &str, until: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !until() {
+        assert!(
+            std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "{what} never happened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Ctrl-C while the reviewer runs: what the reviewer already spent through the gateway is
+/// the interrupted attempt's, in its record, the task's totals and the budget.
+#[test]
+fn ctrl_c_during_a_review_keeps_what_the_reviewer_spent() {
+    let server = ModelServer::start();
+    let dir = repo(&one_task(), &[]);
+    let (run, outside) = reviewing(&server, dir.path());
+    let mut child = run
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let asked = outside.path().join("asked");
+    wait_for(&mut child, "the reviewer's request", || asked.exists());
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let plan = common::local::plan_or_done(dir.path());
+    let records = plan["progress"]["dagexecAttempts"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["outcome"], "interrupted", "{records:?}");
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    assert_eq!(
+        records[0]["inputTokens"],
+        json!(input + writes + reads),
+        "{records:?}"
+    );
+    assert_eq!(records[0]["outputTokens"], json!(output), "{records:?}");
+    let cost = records[0]["costUsd"].as_f64().unwrap_or(0.0);
+    assert!(
+        (cost - anthropic_response_cost()).abs() < 1e-9,
+        "{records:?}"
+    );
+}
+
+/// dagexec killed by `kill -9` while the reviewer runs: what the reviewer spent so far was
+/// kept on disk with the attempt's, and the next run records it and holds it to `max-cost`.
+#[test]
+fn a_kill_9_of_dagexec_during_a_review_keeps_what_the_reviewer_spent_for_the_next_run() {
+    let server = ModelServer::start();
+    let dir = repo(&one_task(), &[]);
+    let d = dir.path();
+    let (run, outside) = reviewing(&server, d);
+    let mut child = run
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let asked = outside.path().join("asked");
+    wait_for(&mut child, "the reviewer's request", || asked.exists());
+    // The attempt's live file follows the reviewer's spend as it grows.
+    let live = d.join(".git/dagexec/spend/task-0-attempt-1.json");
+    wait_for(&mut child, "the reviewer's spend on disk", || {
+        std::fs::read_to_string(&live).is_ok_and(|t| t.contains("inputTokens"))
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let again = through_gateway(
+        d,
+        &server.url(),
+        "echo again > env.txt; echo 'COMPLETED: again'",
+        &["--max-cost", "0.0003"],
+    )
+    .run();
+    let said = text(&again);
+    assert!(!again.status.success(), "{said}");
+    assert!(said.contains("budget"), "{said}");
+    assert_eq!(server.seen().len(), 1, "{said}");
+    let row = task_row(&status_json(d), 0);
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["outputTokens"], json!(output), "{row}");
+}
+
+/// A worker whose CLI reports exactly what the gateway counted for it, and a reviewer that
+/// spends through the gateway too: nothing disagrees, and nothing says so — the record's
+/// CLI figures are the worker's and the reviewer's together.
+#[test]
+fn a_reviewers_spend_is_not_shown_as_the_workers_cli_disagreeing_with_the_wire() {
+    let server = ModelServer::start();
+    let dir = repo(&one_task(), &[]);
+    let outside = tempfile::tempdir().unwrap();
+    let reviewer = outside.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "cat > /dev/null\n{CURL_MESSAGES} > /dev/null\necho APPROVED\necho 'summary: fine'\n"
+        ),
+    )
+    .unwrap();
+    let reviewer = format!("sh '{}'", reviewer.display());
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let script = format!(
+        "{CURL_MESSAGES} > env.txt\n\
+         echo '{{\"cost_usd\": {}, \"input_tokens\": {}, \"output_tokens\": {output}}}' > \"$DAGEXEC_USAGE_FILE\"\n\
+         echo 'COMPLETED: asked once'",
+        anthropic_response_cost(),
+        input + writes + reads
+    );
+    let out = through_gateway(
+        dir.path(),
+        &server.url(),
+        &script,
+        &["--reviewer", &reviewer],
+    )
+    .run();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(server.seen().len(), 2, "{said}");
+    assert!(!said.contains("differs from the gateway's count"), "{said}");
+    let table = exec(dir.path(), &["status"]);
+    assert!(!table.stdout().contains("(CLI:"), "{}", table.stdout());
+}
+
+/// The budget reached by the reviewer, not the worker: the worker's one request crosses
+/// `max-cost`, and the gateway refuses the reviewer's. That is a budget stop, as a worker's
+/// is — the run stops as when `max-cost` is spent, the task pending again (this attempt not
+/// spent on it), both spends in its record — not a failed review.
+#[test]
+fn a_budget_the_reviewer_reaches_stops_the_run_as_the_workers_would() {
+    let server = ModelServer::start();
+    let dir = repo(&one_task(), &[]);
+    let outside = tempfile::tempdir().unwrap();
+    let reviewer = outside.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!("cat > /dev/null\n{CURL_MESSAGES}\necho 'the model refused'\n"),
+    )
+    .unwrap();
+    let reviewer = format!("sh '{}'", reviewer.display());
+    let out = through_gateway(
+        dir.path(),
+        &server.url(),
+        &format!("{CURL_MESSAGES} > env.txt\necho 'COMPLETED: wrote env.txt'"),
+        &["--reviewer", &reviewer, "--max-cost", "0.0005"],
+    )
+    .run();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert_eq!(server.seen().len(), 1, "{said}");
+    assert!(said.contains("budget"), "{said}");
+    assert!(said.contains("not counted as a failure"), "{said}");
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["status"], "pending", "{row}\n{said}");
+    assert_eq!(row["attempts"], json!(0), "{row}\n{said}");
+    let (input, writes, reads, _) = ANTHROPIC_USAGE;
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    let plan = common::local::plan_or_done(dir.path());
+    assert!(
+        plan["tasks"][0].get("reviews").is_none(),
+        "{plan:#}\n{said}"
+    );
+}
+
 /// `rate-limits:` holds a provider's requests at the gateway until its last minute lets
 /// them start: with one request a minute, a worker's second request never reaches the server
 /// before its attempt's timeout (nor any retry's, each within the same minute).

@@ -120,6 +120,7 @@ impl WorkJob {
             patch,
             touched,
             keep_logs_in: None,
+            live: None,
         }
     }
 
@@ -506,10 +507,11 @@ async fn review_attempt(
     history: Vec<crate::pure::review::ReviewEntry>,
     verdict: &mut outcome::Verdict,
 ) -> Result<ReviewerRan, ActionError> {
-    let Some(crate::flow::steps::review::Reviewer {
+    let Ok(crate::flow::steps::review::Reviewer {
         run: review_run,
         parsed,
         usage: spent,
+        ..
     }) = crate::flow::steps::review::run_reviewer_through(reviewer, to_review, rx, gateway).await
     else {
         return Err(ActionError::Input("the reviewer was cancelled".into()));

@@ -37,13 +37,23 @@ pub(crate) enum Reviewed {
     /// Not reviewed: no reviewer for this task, or the attempt did not complete.
     Skipped,
     /// The verdict was updated; the history and any question go to the plan, and what the
-    /// reviewer spent is the attempt's too.
+    /// reviewer spent is the attempt's too ([`Spending`]).
     Done {
         history: Vec<ReviewEntry>,
         question: Option<Question>,
-        usage: crate::pure::usage::Usage,
     },
+    /// Ctrl-C stopped the reviewer: the attempt's record, with what the worker and the
+    /// reviewer spent, waits in the pool ([`crate::flow::pool::Pool::interrupted`]).
     Cancelled,
+}
+
+/// What a local attempt has spent: the wire's count first (its CLI's report where the wire
+/// has none), and what its worker's CLI reported beside it, when it reported anything — its
+/// worker's, then its reviewer's added ([`review`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Spending {
+    pub usage: crate::pure::usage::Usage,
+    pub reported: Option<crate::pure::usage::Usage>,
 }
 
 /// A completed attempt, as the reviewer is given it.
@@ -70,6 +80,15 @@ pub(crate) struct ToReview<'a> {
     /// what the reviewer printed beside the attempt's own logs ([`keep_review_logs`]); `None`
     /// keeps nothing (the work job carries it in its artifact's log).
     pub keep_logs_in: Option<(&'a Path, &'a Path)>,
+    /// A local attempt's live spend file ([`crate::flow::live`]) in the repository's common
+    /// git directory: the attempt, and what its worker spent, to which the reviewer's spend
+    /// is added as it grows, for a crash of this process; `None` on the Action (the work
+    /// job keeps its provisional result from its gateway's total).
+    pub live: Option<(
+        &'a Path,
+        &'a crate::flow::live::Running,
+        &'a crate::pure::usage::Usage,
+    )>,
 }
 
 /// Keeps what the reviewer of attempt `attempt` of task `index` printed — its stdout (as it
@@ -99,14 +118,14 @@ pub(crate) fn keep_review_logs(
 /// environment, and what it spent counted on the wire (the wire's figures first, its own
 /// report where the wire has none), toward the task's and the run's budgets. Returns the run
 /// and its parsed verdict (`Err`: why there is none — a crash, a timeout, no verdict line),
-/// or `None` when cancelled. The local executor and the Action's work job both review
-/// through it.
+/// or, when cancelled, `Err` with what it spent on the wire until then. The local executor
+/// and the Action's work job both review through it.
 pub(crate) async fn run_reviewer_through(
     reviewer: &str,
     r: &ToReview<'_>,
     cancel: &tokio::sync::watch::Receiver<bool>,
     gateway: Option<&crate::edge::gateway::Gateway>,
-) -> Option<Reviewer> {
+) -> Result<Reviewer, crate::pure::usage::Usage> {
     // What the prompt shows of it at most (one byte more, so it knows to say it cut).
     let diff = r.patch.head(review::MAX_DIFF_BYTES + 1);
     let diff = String::from_utf8_lossy(&diff);
@@ -140,13 +159,18 @@ pub(crate) async fn run_reviewer_through(
     let codex_home = r.scratch.join(format!("codex-home-{name}"));
     let (pass, gateway_env) = crate::edge::gateway::pass_for(gateway, r.index, &codex_home);
     spec.extra_env.extend(gateway_env);
+    if let (Some(p), Some((common, running, before))) = (&pass, r.live) {
+        crate::flow::live::keep(common, running.clone(), before.clone(), p.watch());
+    }
     let ran = worker::run(&spec, cancel).await;
     let wire = pass.map(|p| p.spend());
+    // Stopped by Ctrl-C, it spent what the wire counted.
+    let spent = || wire.as_ref().map(crate::edge::gateway::Spend::usage);
     let (mut run, stopped) = match ran {
         Stop::Finished(run) => (run, false),
         // Stopped by Ctrl-C: what it printed until then is kept all the same.
         Stop::Cancelled(Some(run)) => (*run, true),
-        Stop::Cancelled(None) => return None,
+        Stop::Cancelled(None) => return Err(spent().unwrap_or_default()),
     };
     if let Some((common, dir)) = r.keep_logs_in
         && let Err(e) = keep_review_logs(common, dir, r.index, r.attempt, &run)
@@ -154,26 +178,38 @@ pub(crate) async fn run_reviewer_through(
         tracing::warn!("task {}: cannot keep the reviewer's logs: {e}", r.index);
     }
     if stopped {
-        return None;
+        return Err(spent().unwrap_or_default());
     }
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
-    let (usage, _, _) = crate::flow::reported::through_gateway(&mut run, reviewer, wire.as_ref());
+    let (usage, told, budget) =
+        crate::flow::reported::through_gateway(&mut run, reviewer, wire.as_ref());
+    let reported = told.cli_usage.unwrap_or_else(|| usage.clone());
     let parsed = match &run.exit {
         crate::pure::outcome::Exit::Success => {
             review::parse(&run.stdout).map_err(|e| e.to_string())
         }
         other => Err(review::reviewer_failure(other, &run.stderr_tail)),
     };
-    Some(Reviewer { run, parsed, usage })
+    Ok(Reviewer {
+        run,
+        parsed,
+        usage,
+        reported,
+        budget,
+    })
 }
 
-/// A reviewer's run: the process, its parsed verdict (or why there is none), and what it
-/// reported spending.
+/// A reviewer's run: the process, its parsed verdict (or why there is none), what it spent
+/// (the wire's count first), what its CLI reported (the wire's count where it reported
+/// nothing: beside a worker CLI's own report, the record compares like with like), and the
+/// budget the gateway refused one of its requests past, if it did.
 pub(crate) struct Reviewer {
     pub run: worker::WorkerRun,
     pub parsed: Result<Review, String>,
     pub usage: crate::pure::usage::Usage,
+    pub reported: crate::pure::usage::Usage,
+    pub budget: Option<String>,
 }
 
 /// Before any worker runs: every reviewer command the run will use (the run's, and the
@@ -236,22 +272,27 @@ pub(crate) fn program_exists(program: &str, root: &Path) -> bool {
 /// verdict by the seed's rules ([`review::conclude`]), writing the new history to the plan
 /// file before anything else happens. A rejected attempt 1 leaves its
 /// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
-/// ignored: the patch is taken before.
+/// ignored: the patch is taken before. What the reviewer spends adds to what the worker
+/// spent (`spent`): in the attempt's live spend file as it grows, in its record when Ctrl-C
+/// stops the reviewer, and in `spent` once it ends (what its CLI reported beside the worker
+/// CLI's report).
 pub(crate) async fn review(
     at: &Attempting<'_>,
     wt: &Worktree,
     verdict: &mut Verdict,
     patch: &crate::edge::git::Patch,
     touched: &[String],
+    spent: &mut Spending,
 ) -> Reviewed {
     let &Attempting {
         repo,
         input,
         pool,
         cancel,
+        start,
         ..
     } = at;
-    let (plan_path, common_dir) = (repo.root().join(&input.plan_rel), repo.common_dir());
+    let common_dir = repo.common_dir();
     let Some(reviewer) = review::reviewer_for(&input.task, input.reviewer.as_deref()) else {
         return Reviewed::Skipped;
     };
@@ -276,14 +317,34 @@ pub(crate) async fn review(
         patch,
         touched,
         keep_logs_in: logs_dir.as_deref().map(|d| (common_dir, d)),
+        live: Some((common_dir, &input.running(start), &spent.usage)),
     };
-    let Some(Reviewer { parsed, usage, .. }) =
-        run_reviewer_through(reviewer, &to_review, cancel, pool.gateway.as_deref()).await
-    else {
-        return Reviewed::Cancelled;
+    let ran = run_reviewer_through(reviewer, &to_review, cancel, pool.gateway.as_deref()).await;
+    let Reviewer {
+        parsed,
+        usage,
+        reported,
+        budget,
+        ..
+    } = match ran {
+        Ok(reviewer) => reviewer,
+        Err(stopped) => {
+            pool.interrupted(input, start, spent.usage.clone().plus(stopped));
+            return Reviewed::Cancelled;
+        }
     };
-    let mem = &pool.memory;
-    let before = mem.history(input.index, &input.task);
+    spent.usage = spent.usage.clone().plus(usage);
+    spent.reported = spent.reported.take().map(|r| r.plus(reported));
+    let before = pool.memory.history(input.index, &input.task);
+    // The gateway refused a request of the reviewer's past a budget: a budget stop, as a
+    // worker's is (the task pending again), not a failed review.
+    if let Some(why) = budget {
+        crate::pure::outcome::stopped_by_budget(verdict, &why);
+        return Reviewed::Done {
+            history: before,
+            question: None,
+        };
+    }
     let history_len = before.len();
     let c = review::conclude(
         input.index,
@@ -293,28 +354,42 @@ pub(crate) async fn review(
         before,
         parsed.as_ref().map_err(String::as_str),
     );
-    mem.set(input.index, c.history.clone());
-    if c.history.len() != history_len {
-        let (path, index, history) = (plan_path, input.index, c.history.clone());
-        let p = pool.clone();
+    keep_concluded(at, &c, c.history.len() != history_len, patch).await;
+    Reviewed::Done {
+        history: c.history,
+        question: c.question,
+    }
+}
+
+/// Keeps what the review concluded (`c`) for the task's next attempts: its history in
+/// memory and, when it `grew`, in the plan file (then the `after-review` failpoint fires);
+/// a rejected attempt's `patch` when the next attempt continues from it.
+async fn keep_concluded(
+    at: &Attempting<'_>,
+    c: &review::Concluded,
+    grew: bool,
+    patch: &crate::edge::git::Patch,
+) {
+    let (input, pool, index) = (at.input, at.pool, at.input.index);
+    pool.memory.set(index, c.history.clone());
+    if grew {
+        let (path, history, p) = (
+            at.repo.root().join(&input.plan_rel),
+            c.history.clone(),
+            pool.clone(),
+        );
         let saved =
             tokio::task::spawn_blocking(move || p.memory.persist(&path, index, &history)).await;
         match saved {
             Ok(Ok(())) => crate::flow::failpoint("after-review", input.round),
             Ok(Err(e)) => tracing::warn!(
-                "task {}: the review could not be written to the plan file yet: {e}",
-                input.index
+                "task {index}: the review could not be written to the plan file yet: {e}"
             ),
-            Err(e) => tracing::warn!("task {}: saving the review panicked: {e}", input.index),
+            Err(e) => tracing::warn!("task {index}: saving the review panicked: {e}"),
         }
     }
     if c.retry && review::start_for(input.attempt + 1) == NextTree::Continue {
-        held(&mem.carry).insert(input.index, patch.clone());
-    }
-    Reviewed::Done {
-        history: c.history,
-        question: c.question,
-        usage,
+        held(&pool.memory.carry).insert(index, patch.clone());
     }
 }
 
