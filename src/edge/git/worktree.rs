@@ -97,6 +97,10 @@ impl Worktree {
             .arg(&self.path)
             .arg(&to)
             .run()?;
+        // Its git directory stays where it was.
+        if let Some(git_dir) = super::cmd::unpin(&self.path) {
+            super::cmd::pin(&to, git_dir);
+        }
         self.path = to;
         name.clone_into(&mut self.name);
         Ok(())
@@ -252,6 +256,7 @@ pub(super) fn remove(root: &Path, path: &Path, registered: bool) -> Result<(), G
             .inspect_err(|e| tracing::debug!("{e}; deleting the directory and pruning instead"))
             .is_ok();
     super::paths::remove_any(path)?;
+    super::cmd::unpin(path);
     if !unregistered {
         git(root, "worktree prune")
             .args(["worktree", "prune"])
