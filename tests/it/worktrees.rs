@@ -480,3 +480,42 @@ echo "COMPLETED: wrote $f""#,
         "{committed}"
     );
 }
+
+/// Defect (issue 34): a worker that removed its own worktree (or put a link to another folder
+/// in its place) ended the whole run (exit 2) with "cannot run git ls-files --others in …":
+/// its tree is the attempt's, so it is that attempt's failure, said as what happened, and the
+/// retry goes on in a tree of its own.
+#[test]
+fn a_worker_that_removes_its_worktree_fails_its_attempt_not_the_run() {
+    let dir = repo(&plan(&[("a.txt", &[]), ("b.txt", &[0])]), &[]);
+    let cache = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("secret.txt"), "not the task's").unwrap();
+    let (_w, cmd) = worker(&format!(
+        r#"f=$(sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE")
+echo x > "$f"
+tree=$PWD
+cd /
+if [ "$DAGEXEC_ATTEMPT" = 1 ]; then
+  rm -rf "$tree"
+  [ "$DAGEXEC_TASK_INDEX" = 1 ] && ln -s '{}' "$tree"
+fi
+echo "COMPLETED: wrote $f""#,
+        elsewhere.path().display()
+    ));
+    let o = run_cmd(dir.path(), cache.path(), &cmd).output().unwrap();
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    assert_eq!(
+        said.matches("its worktree is gone: the worker removed it")
+            .count(),
+        2,
+        "{said}"
+    );
+    let committed = committed_files(dir.path());
+    assert!(
+        committed.contains("a.txt") && committed.contains("b.txt"),
+        "{committed}"
+    );
+    assert!(!committed.contains("secret.txt"), "{committed}");
+}
