@@ -7,7 +7,8 @@
 //!
 //! The user must be able to work in the checkout: [`hand_over_tree`] gives it the work
 //! tree's files (not `.git`, which stays readable and dagexec's; the top folder keeps its
-//! owner, so git still trusts it, and gets the user's group with write access), and
+//! owner, so git still trusts it, and gets the user's group with write access and the sticky
+//! bit, so the user cannot rename `.git` away and put one of its own there), and
 //! [`hand_over`] the attempt's scratch folder. What dagexec leaves for the runner's later
 //! steps (the artifact, and the checkout the runner cleans up) goes back to the user `sudo`
 //! ran it for ([`hand_back`]).
@@ -142,8 +143,10 @@ pub fn drop_to(cmd: &mut std::process::Command) {
 
 /// Gives the agent's user the checkout at `root` to work in: every file and folder below it
 /// but `.git` (links themselves, never followed); the top folder keeps its owner (git trusts
-/// a repository by its owner) and gets the user's group, writable; a folder above it that
-/// others cannot pass through gets the permission to pass (`o+x`: not to list).
+/// a repository by its owner) and gets the user's group, writable, and the sticky bit: the
+/// user adds and removes its own entries there, never `.git` (renamed away, a `.git` of its
+/// own in its place would be the one dagexec's later git calls obey, as root); a folder above
+/// it that others cannot pass through gets the permission to pass (`o+x`: not to list).
 pub fn hand_over_tree(root: &Path) -> std::io::Result<()> {
     let Some(agent) = current() else {
         return Ok(());
@@ -151,7 +154,7 @@ pub fn hand_over_tree(root: &Path) -> std::io::Result<()> {
     std::os::unix::fs::lchown(root, None, Some(agent.gid))?;
     use std::os::unix::fs::PermissionsExt;
     let mut p = std::fs::symlink_metadata(root)?.permissions();
-    p.set_mode(p.mode() | 0o070);
+    p.set_mode(p.mode() | 0o1070);
     std::fs::set_permissions(root, p)?;
     let_pass(root)?;
     for entry in std::fs::read_dir(root)? {

@@ -145,7 +145,10 @@ pub fn inside(dir: &std::path::Path) -> Option<Vec<Holder>> {
     let pids = others().ok()?;
     std::fs::read_link("/proc/self/cwd").ok()?;
     let mut prefixes: Vec<Vec<u8>> = vec![dir.as_os_str().as_bytes().to_vec()];
-    if let Ok(real) = dir.canonicalize()
+    // Its real path through the folders above it, never through a link in its own place (a
+    // worker that put one there to another folder: who works there is not in `dir`).
+    let real = dir.parent().zip(dir.file_name());
+    if let Some(real) = real.and_then(|(up, name)| Some(up.canonicalize().ok()?.join(name)))
         && real != dir
     {
         prefixes.push(real.as_os_str().as_bytes().to_vec());
@@ -248,6 +251,29 @@ mod tests {
         }
         child.kill().expect("kill");
         child.wait().expect("reaped");
+    }
+
+    /// A worker that puts a link to another folder in place of its tree: the processes working
+    /// in that folder are not in the tree (the release said they were the attempt's own).
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_link_in_place_of_the_directory_is_not_followed() {
+        let elsewhere = tempfile::tempdir().expect("tempdir");
+        let trees = tempfile::tempdir().expect("tempdir");
+        let tree = trees.path().join("slot-1");
+        std::os::unix::fs::symlink(elsewhere.path(), &tree).expect("link");
+        let mut child = Command::new("sleep")
+            .arg("60")
+            .current_dir(elsewhere.path())
+            .spawn()
+            .expect("sleep starts");
+        let pid = i32::try_from(child.id()).unwrap();
+        let there = inside(elsewhere.path()).expect("linux has /proc");
+        let found = inside(&tree).expect("linux has /proc");
+        child.kill().expect("kill");
+        child.wait().expect("reaped");
+        assert!(there.iter().any(|h| h.pid == pid), "{there:?}");
+        assert_eq!(found, Vec::new());
     }
 
     #[test]

@@ -396,6 +396,12 @@ impl Tail {
         }
     }
 
+    /// The bytes, when none were cut.
+    pub(crate) fn whole(mut self) -> Option<Vec<u8>> {
+        self.trim();
+        (!self.cut).then_some(self.buf)
+    }
+
     /// Lossy UTF-8, with `marker` in front (and no half character after it) if cut.
     pub(crate) fn into_string(mut self, marker: &str) -> String {
         self.trim();

@@ -1545,3 +1545,54 @@ fn a_workers_file_name_never_starts_a_workflow_command_in_the_jobs_log() {
         "{stdout}"
     );
 }
+
+/// Task code that, as the agent's user, puts a `.git` of its own in place of the checkout's
+/// (the original renamed away, a copy with a `core.fsmonitor` command in its config) and then
+/// looks at the checkout's top folder and `.git` as it can.
+const SWAPPING_WORKER: &str = r#"cat > /dev/null
+echo a > a.txt
+if mv .git .git-theirs 2>/dev/null; then
+  cp -R .git-theirs .git
+  printf '[core]\n\tfsmonitor = "id -u >> @RAN@; false"\n' >> .git/config
+  echo swapped > swapped.txt
+fi
+{ printf '[core]\n\tfsmonitor = "id -u >> @RAN@; false"\n' >> .git/config; } 2>/dev/null
+echo 'COMPLETED: a'
+"#;
+
+/// Defect (issue 34): the agent's user could write the checkout's top folder, so task code
+/// could rename `.git` away and put its own there, and the work job's later git calls — as
+/// root — obeyed it, running its `core.fsmonitor` command as root. git's ownership check was
+/// the only guard, and a runner whose git trusts every folder (`safe.directory = *` in the
+/// global config, as many workflows set for container jobs) has none: `.git` stays the job's.
+#[test]
+fn task_code_as_the_agents_user_cannot_put_its_own_git_directory_in_the_checkout() {
+    let _agent_user = crate::common::agent_user::shared();
+    let Some(agent) = crate::common::agent_user::made() else {
+        return;
+    };
+    let outside = tempfile::tempdir().unwrap();
+    let ran = outside.path().join("fsmonitor-ran");
+    let home = outside.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".gitconfig"), "[safe]\n\tdirectory = *\n").unwrap();
+    let worker = SWAPPING_WORKER.replace("@RAN@", ran.to_str().unwrap());
+    let lab = lab::lab()
+        .plan("Swap", vec![lab::task("A", &["a.txt"], &[])])
+        .worker(&worker)
+        .env("HOME", &home)
+        .env("DAGEXEC_AGENT_USER", &agent)
+        .start();
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    let art = lab.tmp.path().join("art");
+    lab.work_job(1, (0, 1), &o["round"], &o["base"], &art);
+    let ran = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert_eq!(
+        ran, "",
+        "the job's git ran task code's fsmonitor as uid {ran}"
+    );
+    let patch = std::fs::read_to_string(art.join("changes.patch")).unwrap();
+    assert!(patch.contains("a.txt"), "{patch}");
+    assert!(!patch.contains("swapped.txt"), "{patch}");
+}

@@ -436,3 +436,86 @@ echo x > "$f"; echo "COMPLETED: $f""#,
     );
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
+
+/// Defect (issue 34): a worker whose tree is all it may write (an agent CLI's sandbox: its
+/// tree and the temporary folder) rewrote its worktree's `.git` file to name a git directory
+/// of its own, whose config has a `core.fsmonitor` command and a clean filter its
+/// `.gitattributes` asks for; dagexec's git calls in that tree after the worker ended —
+/// outside its timeout and its sandbox — obeyed that file and ran both. They use the git
+/// directory dagexec made the worktree with, whatever the tree's `.git` says.
+#[test]
+fn a_worker_that_rewrites_its_worktrees_git_file_never_runs_code_in_dagexecs_git_calls() {
+    let dir = repo(&plan(&[("a.txt", &[]), ("b.txt", &[0])]), &[]);
+    let cache = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let ran = out.path().join("ran");
+    let (_w, cmd) = worker(&format!(
+        r#"evil='{out}/evil-'"$DAGEXEC_TASK_INDEX"'.git'
+git init -q --bare "$evil"
+git rev-parse --path-format=absolute --git-common-dir | sed 's|$|/objects|' > "$evil/objects/info/alternates"
+git rev-parse HEAD > "$evil/HEAD"
+git config -f "$evil/config" core.bare false
+git config -f "$evil/config" core.fsmonitor "echo fsmonitor >> '{ran}'; false"
+git config -f "$evil/config" filter.x.clean "echo filter >> '{ran}'; cat"
+echo '* filter=x' > .gitattributes
+echo "gitdir: $evil" > .git
+f=$(sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE")
+echo x > "$f"
+echo "COMPLETED: wrote $f""#,
+        out = out.path().display(),
+        ran = ran.display()
+    ));
+    let o = run_cmd(dir.path(), cache.path(), &cmd).output().unwrap();
+    let ran = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert_eq!(
+        ran,
+        "",
+        "dagexec's git ran the worker's code:\n{}",
+        text(&o)
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let committed = committed_files(dir.path());
+    assert!(
+        committed.contains("a.txt") && committed.contains("b.txt"),
+        "{committed}"
+    );
+}
+
+/// Defect (issue 34): a worker that removed its own worktree (or put a link to another folder
+/// in its place) ended the whole run (exit 2) with "cannot run git ls-files --others in …":
+/// its tree is the attempt's, so it is that attempt's failure, said as what happened, and the
+/// retry goes on in a tree of its own.
+#[test]
+fn a_worker_that_removes_its_worktree_fails_its_attempt_not_the_run() {
+    let dir = repo(&plan(&[("a.txt", &[]), ("b.txt", &[0])]), &[]);
+    let cache = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("secret.txt"), "not the task's").unwrap();
+    let (_w, cmd) = worker(&format!(
+        r#"f=$(sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE")
+echo x > "$f"
+tree=$PWD
+cd /
+if [ "$DAGEXEC_ATTEMPT" = 1 ]; then
+  rm -rf "$tree"
+  [ "$DAGEXEC_TASK_INDEX" = 1 ] && ln -s '{}' "$tree"
+fi
+echo "COMPLETED: wrote $f""#,
+        elsewhere.path().display()
+    ));
+    let o = run_cmd(dir.path(), cache.path(), &cmd).output().unwrap();
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    assert_eq!(
+        said.matches("its worktree is gone: the worker removed it")
+            .count(),
+        2,
+        "{said}"
+    );
+    let committed = committed_files(dir.path());
+    assert!(
+        committed.contains("a.txt") && committed.contains("b.txt"),
+        "{committed}"
+    );
+    assert!(!committed.contains("secret.txt"), "{committed}");
+}

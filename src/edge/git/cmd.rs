@@ -34,12 +34,15 @@ const STRIPPED_ENV: &[&str] = &[
 ];
 
 /// Settings passed with `-c` to every call: unquoted paths in output, no hooks (a
-/// `post-checkout` hook would run on every worktree we add), no automatic gc or maintenance
-/// started behind our back between two of our commands, and no signature verification
-/// printed into `git log`'s output (a user's `log.showSignature`).
+/// `post-checkout` hook would run on every worktree we add) and no file-system monitor (a
+/// `core.fsmonitor` command would run on every status, diff and add: neither runs code a
+/// repository's config names, nor a nested repository's, which git's `-c` reaches too), no
+/// automatic gc or maintenance started behind our back between two of our commands, and no
+/// signature verification printed into `git log`'s output (a user's `log.showSignature`).
 const ALWAYS: &[&str] = &[
     "core.quotepath=off",
     "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
     "gc.auto=0",
     "maintenance.auto=false",
     "log.showSignature=false",
@@ -52,6 +55,24 @@ thread_local! {
     /// test give git an empty HOME without touching the process environment.
     pub(super) static TEST_ENV: std::cell::RefCell<Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The git directory of each worker worktree this process made, by the worktree's path:
+/// every git call in one is given it (`GIT_DIR`, `GIT_WORK_TREE`) and never reads the tree's
+/// `.git` file, which the worker may have rewritten to name a git directory of its own (whose
+/// config's commands, filters and `core.worktree` dagexec's git would then obey, after the
+/// worker ended, outside its timeout and any sandbox it ran in).
+static PINNED: std::sync::Mutex<std::collections::BTreeMap<PathBuf, PathBuf>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// From now on git calls in the worktree at `tree` use the git directory `git_dir`.
+pub(super) fn pin(tree: &Path, git_dir: PathBuf) {
+    crate::edge::lock::held(&PINNED).insert(tree.to_path_buf(), git_dir);
+}
+
+/// The worktree at `tree` is gone (or moved): no longer pinned; the git directory it had.
+pub(super) fn unpin(tree: &Path) -> Option<PathBuf> {
+    crate::edge::lock::held(&PINNED).remove(tree)
 }
 
 /// Whether `key` is set in the environment git will see.
@@ -86,6 +107,9 @@ pub(super) fn git<'a>(dir: &'a Path, label: &'static str) -> Git<'a> {
     cmd.current_dir(dir);
     for key in STRIPPED_ENV {
         cmd.env_remove(key);
+    }
+    if let Some(git_dir) = crate::edge::lock::held(&PINNED).get(dir) {
+        cmd.env("GIT_DIR", git_dir).env("GIT_WORK_TREE", dir);
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_EDITOR", ":")

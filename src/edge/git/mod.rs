@@ -9,9 +9,11 @@
 //! user's work tree or `git status`, and agent CLIs that refuse to edit under `.git` work there.
 //!
 //! Every git process gets the same footing: `core.quotepath=off` (paths come back raw), no
-//! hooks, no automatic gc, `GIT_TERMINAL_PROMPT=0`, the C locale (git's messages are parsed),
-//! and none of the variables a git hook exports (`GIT_DIR`, `GIT_INDEX_FILE`, …) that would
-//! aim it at another repository or index. Commits are never signed nor verified, and get the
+//! hooks, no file-system monitor, no automatic gc, `GIT_TERMINAL_PROMPT=0`, the C locale
+//! (git's messages are parsed), and none of the variables a git hook exports (`GIT_DIR`,
+//! `GIT_INDEX_FILE`, …) that would aim it at another repository or index; in a worker's
+//! worktree, the git directory `worktree add` made for it, never the one the tree's `.git`
+//! file names (the worker's to rewrite). Commits are never signed nor verified, and get the
 //! identity `dagexec <dagexec@localhost>` where neither the configuration nor the environment
 //! (`GIT_AUTHOR_*`, `GIT_COMMITTER_*`, `EMAIL`) gives one.
 //!

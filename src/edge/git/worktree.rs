@@ -97,6 +97,10 @@ impl Worktree {
             .arg(&self.path)
             .arg(&to)
             .run()?;
+        // Its git directory stays where it was.
+        if let Some(git_dir) = super::cmd::unpin(&self.path) {
+            super::cmd::pin(&to, git_dir);
+        }
         self.path = to;
         name.clone_into(&mut self.name);
         Ok(())
@@ -212,11 +216,17 @@ fn oversized(dir: &Path, base: &str) -> Result<Option<String>, GitError> {
 }
 
 /// Everything changed in the checkout at `dir` against `base` ([`changes_in`]), or why it is
-/// not taken, in the words the attempt's failure gives: its added and changed files hold more
-/// than `MAX_CHANGE_BYTES` (seen before anything is staged), or the disk filled up while it
-/// was staged. Either is the attempt's own failure, never the run's. Shared by the local
-/// executor and the Action's work job.
+/// not taken, in the words the attempt's failure gives: the checkout is gone (the worker
+/// removed it, or put something else than a folder in its place), its added and changed files
+/// hold more than `MAX_CHANGE_BYTES` (seen before anything is staged), or the disk filled up
+/// while it was staged. Each is the attempt's own failure, never the run's. Shared by the
+/// local executor and the Action's work job.
 pub fn changes_within(dir: &Path, base: &str) -> Result<Result<Changes, String>, GitError> {
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return Ok(Err(
+            "refused: its worktree is gone: the worker removed it (or put something else in its place); nothing of it was integrated".into(),
+        ));
+    }
     if let Some(why) = oversized(dir, base)? {
         return Ok(Err(why));
     }
@@ -252,6 +262,7 @@ pub(super) fn remove(root: &Path, path: &Path, registered: bool) -> Result<(), G
             .inspect_err(|e| tracing::debug!("{e}; deleting the directory and pruning instead"))
             .is_ok();
     super::paths::remove_any(path)?;
+    super::cmd::unpin(path);
     if !unregistered {
         git(root, "worktree prune")
             .args(["worktree", "prune"])

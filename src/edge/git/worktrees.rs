@@ -34,6 +34,18 @@ impl Repo {
             .arg(&path)
             .arg(&sha)
             .run()?;
+        // The git directory git made it with, read before any worker could rewrite the tree's
+        // `.git` file: every later call in the tree uses it.
+        let file = path.join(".git");
+        let named = std::fs::read_to_string(&file).map_err(io_error("read", &file))?;
+        let git_dir = named
+            .strip_prefix("gitdir:")
+            .ok_or_else(|| GitError::Unexpected {
+                command: "worktree add".into(),
+                dir: path.clone(),
+                detail: format!("its .git file holds {named:?}, no gitdir line"),
+            })?;
+        super::cmd::pin(&path, path.join(git_dir.trim()));
         Ok(Worktree {
             path,
             root: self.root.clone(),

@@ -63,7 +63,7 @@ pub(crate) fn restore_partial(input: &AttemptInput, wt: &Worktree, store: &Store
 }
 
 /// Longest checkpoint file read while a worker runs; a bigger one is not kept.
-pub(crate) const MAX_CHECKPOINT_BYTES: u64 = 1 << 20;
+const MAX_CHECKPOINT_BYTES: usize = 1 << 20;
 
 /// While a long-run worker works: each time its checkpoint file changes, keeps the tree the
 /// checkpoint was written in — everything in it against `base`, committed or not, less
@@ -88,16 +88,10 @@ pub(crate) async fn watch_checkpoint(
     // is not kept, so it never replaces what the judged attempt keeps ([`keep_partial`]).
     let gate = Gate(std::sync::Arc::new(Mutex::new(false)));
     let path = tree.join(&rel);
-    let read = |p: &Path| -> Option<Vec<u8>> {
-        let meta = std::fs::symlink_metadata(p).ok()?;
-        (meta.is_file() && meta.len() <= MAX_CHECKPOINT_BYTES)
-            .then(|| std::fs::read(p).ok())
-            .flatten()
-    };
-    let mut seen = read(&path);
+    let mut seen = read_checkpoint(&path);
     loop {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let now = read(&path);
+        let now = read_checkpoint(&path);
         if now.is_none() || now == seen {
             continue;
         }
@@ -138,6 +132,13 @@ pub(crate) async fn watch_checkpoint(
             Err(e) => tracing::debug!("keeping the checkpoint panicked: {e}"),
         }
     }
+}
+
+/// The checkpoint file the worker is writing at `path`, when it is a regular file of at most
+/// [`MAX_CHECKPOINT_BYTES`]: read as any file a worker leaves ([`crate::edge::worker::read_tail`]:
+/// no link followed, no FIFO waited on, however it is swapped meanwhile).
+fn read_checkpoint(p: &Path) -> Option<Vec<u8>> {
+    crate::edge::worker::read_tail(p, MAX_CHECKPOINT_BYTES)?.whole()
 }
 
 /// Closes a checkpoint watch's snapshots when dropped (waiting for one being saved).
@@ -299,4 +300,53 @@ pub(crate) fn state_md(
         }
     }
     Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker that swaps its checkpoint file for a FIFO again and again: a read that finds a
+    /// regular file and then opens the FIFO waits for a writer that never comes, in the
+    /// watch's thread of the runtime, and the attempt never ends. Each read returns.
+    #[test]
+    fn a_checkpoint_swapped_for_a_fifo_never_blocks_its_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("01-CHECKPOINT.json");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::remove_file(&path);
+                    let _ = std::fs::write(&path, "{}");
+                    let _ = std::fs::remove_file(&path);
+                    let _ = rustix::fs::mknodat(
+                        rustix::fs::CWD,
+                        &path,
+                        rustix::fs::FileType::Fifo,
+                        rustix::fs::Mode::RWXU,
+                        0,
+                    );
+                }
+            })
+        };
+        let (done, reads) = std::sync::mpsc::channel();
+        let reader = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+                while std::time::Instant::now() < until {
+                    read_checkpoint(&path);
+                }
+                let _ = done.send(());
+            })
+        };
+        let ended = reads.recv_timeout(std::time::Duration::from_secs(15));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().expect("the swapper ends");
+        // A stuck read waits on a FIFO no longer at the path: nothing can let it go.
+        assert!(ended.is_ok(), "a read of the checkpoint waited on a FIFO");
+        reader.join().expect("the reads end");
+    }
 }

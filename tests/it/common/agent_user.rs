@@ -32,3 +32,33 @@ pub fn shared() -> AgentUser {
 pub fn alone() -> AgentUser {
     take(FlockOperation::LockExclusive)
 }
+
+/// The agent's user, made as the action's step makes it (`scripts/install-action.sh
+/// agent-user`), for a test that runs a work job as root directly (no act); `None`, with the
+/// test skipped and said once, where the tests do not run as root (`.ci/run` runs them as
+/// root: there it fails instead).
+pub fn made() -> Option<String> {
+    let out = std::process::Command::new("id").arg("-u").output().unwrap();
+    let root = String::from_utf8_lossy(&out.stdout).trim() == "0";
+    let found = root.then(|| std::path::PathBuf::from("root"));
+    super::tools::or_skip(
+        found,
+        "root",
+        "the work job's tests of the agent's user without act",
+        "run the tests as root (the work job starts task code as dagexec-agent only as root)",
+    )?;
+    let outputs = tempfile::NamedTempFile::new().unwrap();
+    let made = std::process::Command::new("bash")
+        .arg(super::manifest().join("scripts/install-action.sh"))
+        .arg("agent-user")
+        .env("GITHUB_OUTPUT", outputs.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let said = std::fs::read_to_string(outputs.path()).unwrap();
+    let user = said.lines().find_map(|l| l.strip_prefix("user="));
+    Some(
+        user.unwrap_or_else(|| panic!("no agent user: {said}"))
+            .to_string(),
+    )
+}
