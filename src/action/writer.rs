@@ -1,10 +1,12 @@
 //! What a job that writes the execution branch starts from — the checkout, the plan there and
 //! its DAG ([`Checkout`]: finalize, the conductor, steer), and for finalize and the conductor
 //! the integration options ([`WriterJob`]) — and how it ends (its conclusion, the pull
-//! request, whether the job fails).
+//! request, whether the job fails); and how such a job knows its own push again when it is
+//! re-run after it was killed past it ([`sign`], [`pushed_before`]).
 
 use std::path::Path;
 
+use crate::action::runtime::Runner;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::flow::{RunOptions, Settings, Ui};
@@ -140,6 +142,50 @@ impl WriterJob {
         ui.name_tasks(&checkout.plan);
         Ok(WriterJob { checkout, ui, opts })
     }
+}
+
+use crate::pure::plan::fields::WRITER;
+
+/// This job's attempt of its workflow run (`GITHUB_RUN_ATTEMPT`, 1 when unknown).
+pub(crate) fn run_attempt(ctx: &Runner) -> u32 {
+    ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1)
+}
+
+/// Signs `plan` as written by this job's workflow run and attempt (`progress.dagexecWriter`),
+/// which its next commit carries to the branch. Task code cannot forge it: a worker's patch
+/// that touches the plan is refused.
+pub(crate) fn sign(plan: &mut plan::model::Plan, ctx: &Runner) {
+    let by = serde_json::json!({"run": ctx.run_id, "attempt": run_attempt(ctx)});
+    plan.progress.extra.insert(WRITER.into(), by);
+}
+
+/// The tip of `branch` and the plan there, when an earlier attempt of this job's workflow run
+/// committed it ([`sign`]): the job was killed after it pushed, and this re-run carries on
+/// from its push instead of taking it for another writer's. The checkout is then at that
+/// tip; otherwise it is left where it was.
+pub(crate) fn pushed_before(
+    repo: &Repo,
+    auth: &RemoteAuth,
+    plan_rel: &str,
+    ctx: &Runner,
+    branch: &str,
+) -> Result<Option<(String, plan::model::Plan)>, ActionError> {
+    let here = repo.head()?;
+    let Some(tip) = repo.fetch_branch(branch, auth)?.filter(|t| *t != here) else {
+        return Ok(None);
+    };
+    repo.checkout_detached(&tip)?;
+    if let Ok((plan, _)) = crate::action::load_plan(repo, plan_rel) {
+        let by = plan.progress.extra.get(WRITER);
+        let run = by.and_then(|b| b["run"].as_str());
+        let attempt = by.and_then(|b| b["attempt"].as_u64());
+        if run == Some(ctx.run_id.as_str()) && attempt.is_some_and(|a| a < run_attempt(ctx).into())
+        {
+            return Ok(Some((tip, plan)));
+        }
+    }
+    repo.checkout_detached(&here)?;
+    Ok(None)
 }
 
 /// A stale round's end: not a failure (the fresh round carries on), nothing to report.

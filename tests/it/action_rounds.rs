@@ -712,6 +712,58 @@ fn a_finalize_killed_after_its_final_push_is_finished_by_the_next_run() {
     lab.gh.assert_clean();
 }
 
+/// Finalize killed (kill -9, or its runner lost) after it pushed round 1 and before it
+/// dispatched round 2: the re-run of that job (the same workflow run, its next attempt, the
+/// same artifacts) finds its own round on the branch, pushes nothing again and does what the
+/// killed one did not — the pull request, the status comment and round 2's dispatch — so the
+/// run carries on to its end.
+#[test]
+fn a_finalize_killed_after_its_push_is_carried_on_by_its_re_run() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    lab.set_env("DAGEXEC_FAILPOINT", "push:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    let pushed = lab.branch_log();
+    assert_eq!(pushed[0], "dagexec: round 1 — 1/1 tasks (1/2 overall)");
+    assert_eq!(lab.dispatches(), 0, "{log}");
+
+    // A re-run starts minutes later: its commit of the same round is not the pushed one.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-1");
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    assert_eq!(lab.branch_log(), pushed, "the re-run pushed again:\n{text}");
+    assert_eq!(lab.dispatches(), 1, "round 2 is dispatched:\n{text}");
+    assert!(!text.contains("that run carries on"), "{text}");
+    let st = lab.gh.state();
+    assert_eq!(st.pulls.len(), 1, "{text}");
+    assert!(
+        st.comments
+            .iter()
+            .any(|c| c.body.starts_with("<!-- dagexec:status -->")),
+        "{text}"
+    );
+
+    lab.set_env("GITHUB_RUN_ATTEMPT", "1");
+    let (_, ok, log) = lab.round_result(2);
+    assert!(ok, "{log}");
+    assert_eq!(
+        lab.branch_plan()["tasks"][1]["status"],
+        "completed",
+        "{log}"
+    );
+    lab.gh.assert_clean();
+}
+
 /// A matrix job that GitHub cancelled before it uploaded anything still ended an attempt:
 /// finalize records it in `progress.dagexecAttempts`, as every finished attempt is.
 #[test]
