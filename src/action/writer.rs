@@ -142,6 +142,31 @@ impl WriterJob {
         ui.name_tasks(&checkout.plan);
         Ok(WriterJob { checkout, ui, opts })
     }
+
+    /// The conductor's [`WriterJob::open`] at `round`'s base, or at the branch's tip when an
+    /// earlier attempt of this job's workflow run pushed it there ([`pushed_before`]): a
+    /// re-run of a conductor killed after a push, given the plan job's base as it was, carries
+    /// on from that push.
+    pub(crate) fn carry_on(
+        root: &Path,
+        inputs: &Inputs,
+        ctx: &Runner,
+        round: &crate::action::rounds::Round,
+    ) -> Result<WriterJob, ActionError> {
+        let open = |base: &str| WriterJob::open(root, inputs, base, engine::Schedule::Eager);
+        let job = open(&round.base)?;
+        let at = &job.checkout;
+        let (plan_rel, branch) = (&at.inputs.plan_rel, &round.branch);
+        let Some((tip, _)) = pushed_before(&at.repo, &at.auth, plan_rel, ctx, branch)? else {
+            return Ok(job);
+        };
+        job.ui.say(format!(
+            "{branch} moved since {} was planned on: an earlier attempt of this conductor pushed {} before it stopped; this attempt carries on from there.",
+            &round.base[..round.base.len().min(12)],
+            &tip[..tip.len().min(12)]
+        ));
+        open(&tip)
+    }
 }
 
 use crate::pure::plan::fields::WRITER;
