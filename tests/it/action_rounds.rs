@@ -764,6 +764,39 @@ fn a_finalize_killed_after_its_push_is_carried_on_by_its_re_run() {
     lab.gh.assert_clean();
 }
 
+/// Finalize killed between its round commit and its push: nothing reached the branch, so
+/// the re-run of that job integrates the same artifacts again and pushes the round once,
+/// then dispatches the next one.
+#[test]
+fn a_finalize_killed_before_its_push_is_done_once_by_its_re_run() {
+    let mut lab = lab_with_worker(
+        vec![task("one", &["t1.txt"], &[]), task("two", &["t2.txt"], &[0])],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    lab.set_env("DAGEXEC_FAILPOINT", "after-commit:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    assert!(lab.branch_log().is_empty(), "nothing pushed:\n{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-1");
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    let log = lab.branch_log();
+    assert_eq!(log[0], "dagexec: round 1 — 1/1 tasks (1/2 overall)", "{text}");
+    assert_eq!(
+        log.iter().filter(|s| s.starts_with("dagexec: round")).count(),
+        1,
+        "{log:?}"
+    );
+    let plan = lab.branch_plan();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{text}");
+    assert_eq!(plan["progress"]["dagexecAttempts"].as_array().unwrap().len(), 1);
+    assert_eq!(lab.dispatches(), 1, "round 2 is dispatched:\n{text}");
+    lab.gh.assert_clean();
+}
+
 /// A matrix job that GitHub cancelled before it uploaded anything still ended an attempt:
 /// finalize records it in `progress.dagexecAttempts`, as every finished attempt is.
 #[test]
