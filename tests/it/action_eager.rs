@@ -1263,6 +1263,39 @@ f="t$((DAGEXEC_TASK_INDEX + 1)).txt"; echo "$f" > "$f"; echo "COMPLETED: $f"
     lab.gh.assert_clean();
 }
 
+/// Killed right after its final push (the plan archived on the branch, the pull request a
+/// draft, no check run): the re-run of the conductor's job finishes the run itself.
+#[test]
+fn a_conductor_killed_after_its_final_push_is_finished_by_its_re_run() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    let planned = lab.plan_job(1, &[("DAGEXEC_SCHEDULE", "eager")]);
+    let conduct = |extra: &[(&str, &str)]| {
+        let o = &planned.outputs;
+        let mut cmd = lab.job(&lab.checkout(&o["base"]), 1);
+        cmd.args(["action", "conduct"])
+            .env("DAGEXEC_BASE", &o["base"])
+            .env("DAGEXEC_ROUND", &o["round"]);
+        lab.spawn_conducting(cmd, 1, extra)
+    };
+    let killed = conduct(&[("DAGEXEC_FAILPOINT", "final-push:1")]);
+    assert_eq!(lab.drive(killed, Duration::from_secs(60)), -1);
+    assert!(lab.gh.state().check_runs.is_empty());
+    let code = lab.drive(
+        conduct(&[("GITHUB_RUN_ATTEMPT", "2")]),
+        Duration::from_secs(120),
+    );
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    let st = lab.gh.state();
+    assert!(!st.pulls[0].draft, "ready for review:\n{log}");
+    let check = st.check_runs.last().expect("a check run");
+    assert_eq!(check.conclusion.as_deref(), Some("success"), "{log}");
+    lab.gh.assert_clean();
+}
+
 /// Two tasks, one after the other, under a GitHub outage of `operation` (`calls` answers of
 /// 502 in a row), the retry policy's back-off shortened so that the outage outlasts its
 /// tries in moments: the outage costs waiting time, never an attempt and never the
