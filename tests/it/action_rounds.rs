@@ -761,6 +761,12 @@ fn a_finalize_killed_after_its_push_is_carried_on_by_its_re_run() {
         "completed",
         "{log}"
     );
+    // Had the killed attempt dispatched round 2 too, the second run that started finds
+    // nothing new to do and ends cleanly, starting nothing.
+    let (outputs, ok, log) = lab.round_result(3);
+    assert!(ok, "{log}");
+    assert_eq!(outputs["conclusion"], "completed", "{log}");
+    assert_eq!(lab.dispatches(), 1, "{log}");
     lab.gh.assert_clean();
 }
 
@@ -770,7 +776,10 @@ fn a_finalize_killed_after_its_push_is_carried_on_by_its_re_run() {
 #[test]
 fn a_finalize_killed_before_its_push_is_done_once_by_its_re_run() {
     let mut lab = lab_with_worker(
-        vec![task("one", &["t1.txt"], &[]), task("two", &["t2.txt"], &[0])],
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
         "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
     );
     lab.set_env("DAGEXEC_FAILPOINT", "after-commit:1");
@@ -784,15 +793,26 @@ fn a_finalize_killed_before_its_push_is_done_once_by_its_re_run() {
     let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
     assert!(ok, "{text}");
     let log = lab.branch_log();
-    assert_eq!(log[0], "dagexec: round 1 — 1/1 tasks (1/2 overall)", "{text}");
     assert_eq!(
-        log.iter().filter(|s| s.starts_with("dagexec: round")).count(),
+        log[0], "dagexec: round 1 — 1/1 tasks (1/2 overall)",
+        "{text}"
+    );
+    assert_eq!(
+        log.iter()
+            .filter(|s| s.starts_with("dagexec: round"))
+            .count(),
         1,
         "{log:?}"
     );
     let plan = lab.branch_plan();
     assert_eq!(plan["tasks"][0]["status"], "completed", "{text}");
-    assert_eq!(plan["progress"]["dagexecAttempts"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        plan["progress"]["dagexecAttempts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     assert_eq!(lab.dispatches(), 1, "round 2 is dispatched:\n{text}");
     lab.gh.assert_clean();
 }
