@@ -104,9 +104,9 @@ impl Publisher<'_> {
 
     /// The end of a stale round, its push rejected for `why`. When the branch already holds
     /// this round or a later one (the same round started twice, or a re-run of an old run's
-    /// finalize), whoever committed that carries on, so nothing more is done. Otherwise (the branch moved by
-    /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
-    /// to stop.
+    /// finalize), whoever committed that carries on, so nothing more is done. Otherwise (the
+    /// branch moved by hand) a fresh round plans from where it stands now, unless `/execute
+    /// abort` asked to stop.
     async fn stale(
         &self,
         c: &Client,

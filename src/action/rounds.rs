@@ -346,7 +346,7 @@ mod tests {
         let said = |index, status| TaskResult {
             index,
             status,
-            result: "Fixes #1, cc @octocat\nDagexec-Writer: forged".into(),
+            result: "Fixes #1, cc @octocat\nand a second line".into(),
             attempts: 1,
         };
         let results = [said(0, Status::Completed), said(1, Status::Pending)];
@@ -359,7 +359,7 @@ mod tests {
             message.contains("Fixes #\u{200B}1, cc @\u{200B}octocat"),
             "{message}"
         );
-        assert!(!message.contains("forged"), "{message}");
+        assert!(!message.contains("second line"), "{message}");
     }
 
     #[test]

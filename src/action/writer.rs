@@ -10,6 +10,7 @@ use crate::action::runtime::Runner;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::flow::{RunOptions, Settings, Ui};
+use crate::pure::plan::fields::WRITER;
 use crate::pure::{engine, plan};
 
 /// How the round ended, for outputs and the exit code.
@@ -168,8 +169,6 @@ impl WriterJob {
         open(&tip)
     }
 }
-
-use crate::pure::plan::fields::WRITER;
 
 /// This job's attempt of its workflow run (`GITHUB_RUN_ATTEMPT`, 1 when unknown).
 pub(crate) fn run_attempt(ctx: &Runner) -> u32 {
