@@ -102,6 +102,19 @@ impl Publisher<'_> {
         Ok(Some(plan))
     }
 
+    /// Whether the status comment says this part or round stopped at `/execute abort`, in
+    /// [`Publisher::write_status`]'s words.
+    fn stopped_at_abort(&self, at: &Pr<'_>, plan: &plan::model::Plan) -> bool {
+        let after = match super::rounds::position(plan).1 {
+            0 => String::new(),
+            part => format!("part {part} of "),
+        };
+        let round = self.round.round;
+        let said = format!("stopped after {after}round {round} as `/execute abort` asked");
+        (at.marked.own.iter())
+            .any(|o| o.starts_with(comment::STATUS_MARKER) && o.body.contains(&said))
+    }
+
     /// The end of a stale round, its push rejected for `why`. When the branch already holds
     /// this round or a later one (the same round started twice, or a re-run of an old run's
     /// finalize), whoever committed that carries on, so nothing more is done. Otherwise (the
@@ -210,12 +223,17 @@ impl Publisher<'_> {
         println!("Pull request #{}: {}", pr.number, pr.html_url);
         let at = self.marked(c, pr.number).await?;
         self.ask(&at, plan, preflight).await?;
-        let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?;
+        // A re-run whose killed attempt heeded `/execute abort` finds the abort consumed, and
+        // the status comment saying so.
+        let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?
+            || (on_branch.is_some() && self.stopped_at_abort(&at, plan));
         let dispatched = more && !aborted;
         if dispatched {
             super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
         }
         self.write_status(&at, plan, links, more && aborted).await?;
+        // The crash tests' kill -9 once the status comment consumed an abort.
+        crate::flow::failpoint("status", self.round.round);
         if let Some(s) = stop {
             self.check_run(c, plan, s, &pr).await?;
         }

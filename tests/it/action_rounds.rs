@@ -770,6 +770,39 @@ fn a_finalize_killed_after_its_push_is_carried_on_by_its_re_run() {
     lab.gh.assert_clean();
 }
 
+/// `/execute abort` given during round 2; its finalize, killed after the status comment it
+/// wrote consumed the abort, is re-run: the re-run carries on from its push but starts
+/// nothing, as the killed attempt decided.
+#[test]
+fn a_re_run_of_a_finalize_that_heeded_an_abort_still_starts_nothing() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+            task("three", &["t3.txt"], &[1]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    let (_, text) = lab.comment_jobs(50, 1, "/execute abort", false);
+    lab.set_env("DAGEXEC_FAILPOINT", "status:2");
+    let round = lab.round(2);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{text}\n{log}");
+    assert!(log.contains("Pushed to"), "{log}");
+    assert_eq!(lab.dispatches(), 1, "the abort held:\n{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-2");
+    let (ok, text) = lab.finalize_job(2, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    assert!(text.contains("earlier attempt of this job"), "{text}");
+    assert_eq!(lab.dispatches(), 1, "the re-run started a round:\n{text}");
+    lab.gh.assert_clean();
+}
+
 /// Finalize killed between its round commit and its push: nothing reached the branch, so
 /// the re-run of that job integrates the same artifacts again and pushes the round once,
 /// then dispatches the next one.
