@@ -7,7 +7,10 @@
 //! since the plan job read it (a round started twice, a re-run of an old run's finalize, a
 //! push by hand), the round is stale: nothing is pushed or published, and a fresh round is
 //! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
-//! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop.
+//! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop. A
+//! re-run of a finalize killed after its push (the same workflow run, a later attempt) finds
+//! its own push by the plan's signature ([`super::writer::sign`]) and finishes what the killed
+//! attempt left: the pull request, its comments, the check run and the dispatch.
 
 use super::report::{self, Links, RunStop};
 use super::rounds::Round;
@@ -61,38 +64,75 @@ struct Pr<'a> {
 }
 
 impl Publisher<'_> {
-    /// Pushes the round onto the commit it was planned on; `false` when the branch moved
-    /// since (the push is not a fast-forward), so this round is stale. Without a GitHub
-    /// repository the round stays a local commit.
-    fn push(&self) -> Result<bool, ActionError> {
+    /// Pushes the round onto the commit it was planned on; `Some(why)` when the branch moved
+    /// since (the push is not a fast-forward). Without a GitHub repository the round stays a
+    /// local commit.
+    fn push(&self) -> Result<Option<String>, ActionError> {
         let (ui, branch) = (self.ui, &self.round.branch);
         if self.client.is_none() {
             ui.say("No GitHub repository (GITHUB_REPOSITORY unset): the round is committed here, not pushed.");
-            return Ok(true);
+            return Ok(None);
         }
         match self.repo.push_head(branch, self.auth)? {
             crate::edge::git::Pushed::Done => {
                 ui.say(format!("Pushed to {branch}."));
-                Ok(true)
+                Ok(None)
             }
-            crate::edge::git::Pushed::Rejected(why) => {
-                ui.say(format!(
-                    "{branch} moved since this round was planned on {} ({}): this round is stale, so nothing of it is pushed or published.",
-                    &self.round.base[..self.round.base.len().min(12)],
-                    why.lines().last().unwrap_or("").trim()
-                ));
-                Ok(false)
-            }
+            crate::edge::git::Pushed::Rejected(why) => Ok(Some(why)),
         }
     }
 
-    /// The end of a stale round. When the branch already holds this round or a later one
-    /// (the same round started twice, or this finalize re-run after its push), whoever
-    /// committed that carries on, so nothing more is done. Otherwise (the branch moved by
-    /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
-    /// to stop.
-    async fn stale(&self, c: &Client, ours: &plan::model::Plan) -> Result<Published, ActionError> {
+    /// After a rejected push of finalize: the plan on the branch when an earlier attempt of
+    /// this job pushed this round there and was killed before it finished (this re-run then
+    /// finishes it from that push: [`super::writer::pushed_before`]), said.
+    fn pushed_before(&self) -> Result<Option<plan::model::Plan>, ActionError> {
+        let Publisher { repo, round, .. } = *self;
+        if self.schedule != crate::pure::engine::Schedule::Rounds {
+            return Ok(None);
+        }
+        let (plan_rel, branch) = (&self.inputs.plan_rel, &round.branch);
+        let pushed = super::writer::pushed_before(repo, self.auth, plan_rel, self.ctx, branch)?;
+        let Some((tip, plan)) = pushed else {
+            return Ok(None);
+        };
+        self.ui.say(format!(
+            "{branch} already holds this round ({}), pushed by an earlier attempt of this job that stopped before it finished; this attempt finishes it.",
+            &tip[..tip.len().min(12)]
+        ));
+        Ok(Some(plan))
+    }
+
+    /// Whether the status comment says this part or round stopped at `/execute abort`, in
+    /// [`Publisher::write_status`]'s words.
+    fn stopped_at_abort(&self, at: &Pr<'_>, plan: &plan::model::Plan) -> bool {
+        let after = match super::rounds::position(plan).1 {
+            0 => String::new(),
+            part => format!("part {part} of "),
+        };
+        let round = self.round.round;
+        let said = format!("stopped after {after}round {round} as `/execute abort` asked");
+        (at.marked.own.iter())
+            .any(|o| o.starts_with(comment::STATUS_MARKER) && o.body.contains(&said))
+    }
+
+    /// The end of a stale round, its push rejected for `why`. When the branch already holds
+    /// this round or a later one (the same round started twice, or a re-run of an old run's
+    /// finalize), whoever committed that carries on, so nothing more is done. Otherwise (the
+    /// branch moved by hand) a fresh round plans from where it stands now, unless `/execute
+    /// abort` asked to stop.
+    async fn stale(
+        &self,
+        c: &Client,
+        ours: &plan::model::Plan,
+        why: &str,
+    ) -> Result<Published, ActionError> {
         let Publisher { round, inputs, .. } = *self;
+        self.ui.say(format!(
+            "{} moved since this round was planned on {} ({}): this round is stale, so nothing of it is pushed or published.",
+            round.branch,
+            &round.base[..round.base.len().min(12)],
+            why.lines().last().unwrap_or("").trim()
+        ));
         let plan_path = self.repo.root().join(&inputs.plan_rel);
         // With a round open (one that takes several runs, see `rounds`), the branch is
         // further when it holds a later part of the round or its end than the base this run
@@ -159,10 +199,15 @@ impl Publisher<'_> {
         more: bool,
         preflight: Option<&str>,
     ) -> Result<Published, ActionError> {
-        let pushed = self.push()?;
-        if let (false, Some(c)) = (pushed, self.client) {
-            return self.stale(c, plan).await;
-        }
+        // A re-run of a finalize killed after its push publishes the plan that push holds.
+        let on_branch = match (self.push()?, self.client) {
+            (Some(why), Some(c)) => match self.pushed_before()? {
+                Some(pushed) => Some(pushed),
+                None => return self.stale(c, plan, &why).await,
+            },
+            _ => None,
+        };
+        let plan = on_branch.as_ref().unwrap_or(plan);
         // The crash tests' kill -9 between a push and its publication (`final-push` when the
         // run stops or completes).
         let step = if stop.is_some() { "final-push" } else { "push" };
@@ -178,12 +223,17 @@ impl Publisher<'_> {
         println!("Pull request #{}: {}", pr.number, pr.html_url);
         let at = self.marked(c, pr.number).await?;
         self.ask(&at, plan, preflight).await?;
-        let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?;
+        // A re-run whose killed attempt heeded `/execute abort` finds the abort consumed, and
+        // the status comment saying so.
+        let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?
+            || (on_branch.is_some() && self.stopped_at_abort(&at, plan));
         let dispatched = more && !aborted;
         if dispatched {
             super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
         }
         self.write_status(&at, plan, links, more && aborted).await?;
+        // The crash tests' kill -9 once the status comment consumed an abort.
+        crate::flow::failpoint("status", self.round.round);
         if let Some(s) = stop {
             self.check_run(c, plan, s, &pr).await?;
         }
@@ -205,12 +255,12 @@ impl Publisher<'_> {
         plan: &plan::model::Plan,
         pr: u64,
     ) -> Result<Published, ActionError> {
-        let pushed = self.push()?;
+        let rejected = self.push()?;
         let Some(c) = self.client else {
             return Ok(Published::default());
         };
-        if !pushed {
-            return self.stale(c, plan).await;
+        if let Some(why) = rejected {
+            return self.stale(c, plan, &why).await;
         }
         crate::flow::failpoint("push", self.round.round);
         let at = self.marked(c, pr).await?;

@@ -232,7 +232,8 @@ pub fn position(plan: &Plan) -> (u32, u32) {
 }
 
 /// The commit of a part that does not close its round:
-/// `dagexec: round 3 (part 1) — 1/3 tasks resolved`, and one line per task of the part.
+/// `dagexec: round 3 (part 1) — 1/3 tasks resolved`, and one line per task of the part (its
+/// result made inert on GitHub: [`crate::pure::sanitize::unreferenced`]).
 pub fn part_message(plan: &Plan, open: &OpenRound, part: u32, results: &[TaskResult]) -> String {
     let resolved = open
         .tasks
@@ -245,7 +246,9 @@ pub fn part_message(plan: &Plan, open: &OpenRound, part: u32, results: &[TaskRes
         open.tasks.len()
     );
     for r in results {
-        let result = r.result.lines().next().unwrap_or("");
+        // A worker's words: shown, never a reference GitHub acts on (as in the round's).
+        let result =
+            crate::pure::sanitize::unreferenced(r.result.lines().next().unwrap_or(""), false);
         let status = if r.status == Status::Pending {
             "to retry".to_string()
         } else {
@@ -326,6 +329,37 @@ mod tests {
         assert_eq!(position(&p), (0, 2));
         clear(&mut p);
         assert_eq!(position(&p), (0, 0));
+    }
+
+    /// A part's commit message holds each worker's first line made inert on GitHub, as the
+    /// round's does: `Fixes #1` closes no issue when the pull request merges, `@login` pings
+    /// nobody.
+    #[test]
+    fn a_part_message_makes_the_workers_words_inert() {
+        let (p, _) = plan(&["completed", "pending"], &[&[], &[]]);
+        let open = OpenRound {
+            round: 1,
+            tasks: vec![0, 1],
+            parts: 1,
+            follow_ups: Vec::new(),
+        };
+        let said = |index, status| TaskResult {
+            index,
+            status,
+            result: "Fixes #1, cc @octocat\nand a second line".into(),
+            attempts: 1,
+        };
+        let results = [said(0, Status::Completed), said(1, Status::Pending)];
+        let message = part_message(&p, &open, 1, &results);
+        assert!(
+            !message.contains("#1") && !message.contains("@o"),
+            "{message}"
+        );
+        assert!(
+            message.contains("Fixes #\u{200B}1, cc @\u{200B}octocat"),
+            "{message}"
+        );
+        assert!(!message.contains("second line"), "{message}");
     }
 
     #[test]

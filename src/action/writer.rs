@@ -1,13 +1,16 @@
 //! What a job that writes the execution branch starts from — the checkout, the plan there and
 //! its DAG ([`Checkout`]: finalize, the conductor, steer), and for finalize and the conductor
 //! the integration options ([`WriterJob`]) — and how it ends (its conclusion, the pull
-//! request, whether the job fails).
+//! request, whether the job fails); and how such a job knows its own push again when it is
+//! re-run after it was killed past it ([`sign`], [`pushed_before`]).
 
 use std::path::Path;
 
+use crate::action::runtime::Runner;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::flow::{RunOptions, Settings, Ui};
+use crate::pure::plan::fields::WRITER;
 use crate::pure::{engine, plan};
 
 /// How the round ended, for outputs and the exit code.
@@ -140,6 +143,73 @@ impl WriterJob {
         ui.name_tasks(&checkout.plan);
         Ok(WriterJob { checkout, ui, opts })
     }
+
+    /// The conductor's [`WriterJob::open`] at `round`'s base, or at the branch's tip when an
+    /// earlier attempt of this job's workflow run pushed it there ([`pushed_before`]): a
+    /// re-run of a conductor killed after a push, given the plan job's base as it was, carries
+    /// on from that push.
+    pub(crate) fn carry_on(
+        root: &Path,
+        inputs: &Inputs,
+        ctx: &Runner,
+        round: &crate::action::rounds::Round,
+    ) -> Result<WriterJob, ActionError> {
+        let open = |base: &str| WriterJob::open(root, inputs, base, engine::Schedule::Eager);
+        let job = open(&round.base)?;
+        let at = &job.checkout;
+        let (plan_rel, branch) = (&at.inputs.plan_rel, &round.branch);
+        let Some((tip, _)) = pushed_before(&at.repo, &at.auth, plan_rel, ctx, branch)? else {
+            return Ok(job);
+        };
+        job.ui.say(format!(
+            "{branch} moved since {} was planned on: an earlier attempt of this conductor pushed {} before it stopped; this attempt carries on from there.",
+            &round.base[..round.base.len().min(12)],
+            &tip[..tip.len().min(12)]
+        ));
+        open(&tip)
+    }
+}
+
+/// This job's attempt of its workflow run (`GITHUB_RUN_ATTEMPT`, 1 when unknown).
+pub(crate) fn run_attempt(ctx: &Runner) -> u32 {
+    ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1)
+}
+
+/// Signs `plan` as written by this job's workflow run and attempt (`progress.dagexecWriter`),
+/// which its next commit carries to the branch. Task code cannot forge it: a worker's patch
+/// that touches the plan is refused.
+pub(crate) fn sign(plan: &mut plan::model::Plan, ctx: &Runner) {
+    let by = serde_json::json!({"run": ctx.run_id, "attempt": run_attempt(ctx)});
+    plan.progress.extra.insert(WRITER.into(), by);
+}
+
+/// The tip of `branch` and the plan there, when an earlier attempt of this job's workflow run
+/// committed it ([`sign`]): the job was killed after it pushed, and this re-run carries on
+/// from its push instead of taking it for another writer's. The checkout is then at that
+/// tip; otherwise it is left where it was.
+pub(crate) fn pushed_before(
+    repo: &Repo,
+    auth: &RemoteAuth,
+    plan_rel: &str,
+    ctx: &Runner,
+    branch: &str,
+) -> Result<Option<(String, plan::model::Plan)>, ActionError> {
+    let here = repo.head()?;
+    let Some(tip) = repo.fetch_branch(branch, auth)?.filter(|t| *t != here) else {
+        return Ok(None);
+    };
+    repo.checkout_detached(&tip)?;
+    if let Ok((plan, _)) = crate::action::load_plan(repo, plan_rel) {
+        let by = plan.progress.extra.get(WRITER);
+        let run = by.and_then(|b| b["run"].as_str());
+        let attempt = by.and_then(|b| b["attempt"].as_u64());
+        if run == Some(ctx.run_id.as_str()) && attempt.is_some_and(|a| a < run_attempt(ctx).into())
+        {
+            return Ok(Some((tip, plan)));
+        }
+    }
+    repo.checkout_detached(&here)?;
+    Ok(None)
 }
 
 /// A stale round's end: not a failure (the fresh round carries on), nothing to report.

@@ -1214,6 +1214,88 @@ fn a_conductor_killed_after_its_final_push_is_finished_by_the_next_run() {
     lab.gh.assert_clean();
 }
 
+/// The conductor killed (kill -9, or its runner lost) after it pushed task 0's arrival and
+/// before it dispatched task 1, which that arrival unblocked: the re-run of its job (the same
+/// workflow run, its next attempt, the plan job's outputs as they were) finds the branch moved
+/// by its own earlier attempt and carries on from there to the end.
+#[test]
+fn a_conductor_killed_after_a_push_is_carried_on_by_its_re_run() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        r#"#!/bin/sh
+cat > /dev/null
+f="t$((DAGEXEC_TASK_INDEX + 1)).txt"; echo "$f" > "$f"; echo "COMPLETED: $f"
+"#,
+    ));
+    let planned = lab.plan_job(1, &[("DAGEXEC_SCHEDULE", "eager")]);
+    let conduct = |extra: &[(&str, &str)]| {
+        let o = &planned.outputs;
+        let mut cmd = lab.job(&lab.checkout(&o["base"]), 1);
+        cmd.args(["action", "conduct"])
+            .env("DAGEXEC_BASE", &o["base"])
+            .env("DAGEXEC_ROUND", &o["round"]);
+        lab.spawn_conducting(cmd, 1, extra)
+    };
+    let code = lab.drive(
+        conduct(&[("DAGEXEC_FAILPOINT", "push:1")]),
+        Duration::from_secs(60),
+    );
+    let first = lab.conduct_log(1);
+    assert_eq!(code, -1, "killed by its failpoint:\n{first}");
+    assert_eq!(lab.branch_plan()["tasks"][0]["status"], "completed");
+    assert_eq!(lab.gh.state().dispatches.len(), 1, "{first}");
+
+    let code = lab.drive(
+        conduct(&[("GITHUB_RUN_ATTEMPT", "2")]),
+        Duration::from_secs(120),
+    );
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: completed."), "{log}");
+    assert!(!log.contains("that run carries on"), "{log}");
+    let st = lab.gh.state();
+    assert_eq!(st.dispatches.len(), 2, "one run for each task:\n{log}");
+    let check = st.check_runs.last().expect("a check run");
+    assert_eq!(check.conclusion.as_deref(), Some("success"), "{log}");
+    lab.gh.assert_clean();
+}
+
+/// Killed right after its final push (the plan archived on the branch, the pull request a
+/// draft, no check run): the re-run of the conductor's job finishes the run itself.
+#[test]
+fn a_conductor_killed_after_its_final_push_is_finished_by_its_re_run() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    let planned = lab.plan_job(1, &[("DAGEXEC_SCHEDULE", "eager")]);
+    let conduct = |extra: &[(&str, &str)]| {
+        let o = &planned.outputs;
+        let mut cmd = lab.job(&lab.checkout(&o["base"]), 1);
+        cmd.args(["action", "conduct"])
+            .env("DAGEXEC_BASE", &o["base"])
+            .env("DAGEXEC_ROUND", &o["round"]);
+        lab.spawn_conducting(cmd, 1, extra)
+    };
+    let killed = conduct(&[("DAGEXEC_FAILPOINT", "final-push:1")]);
+    assert_eq!(lab.drive(killed, Duration::from_secs(60)), -1);
+    assert!(lab.gh.state().check_runs.is_empty());
+    let code = lab.drive(
+        conduct(&[("GITHUB_RUN_ATTEMPT", "2")]),
+        Duration::from_secs(120),
+    );
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    let st = lab.gh.state();
+    assert!(!st.pulls[0].draft, "ready for review:\n{log}");
+    let check = st.check_runs.last().expect("a check run");
+    assert_eq!(check.conclusion.as_deref(), Some("success"), "{log}");
+    lab.gh.assert_clean();
+}
+
 /// Two tasks, one after the other, under a GitHub outage of `operation` (`calls` answers of
 /// 502 in a row), the retry policy's back-off shortened so that the outage outlasts its
 /// tries in moments: the outage costs waiting time, never an attempt and never the

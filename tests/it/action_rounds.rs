@@ -712,6 +712,144 @@ fn a_finalize_killed_after_its_final_push_is_finished_by_the_next_run() {
     lab.gh.assert_clean();
 }
 
+/// Finalize killed (kill -9, or its runner lost) after it pushed round 1 and before it
+/// dispatched round 2: the re-run of that job (the same workflow run, its next attempt, the
+/// same artifacts) finds its own round on the branch, pushes nothing again and does what the
+/// killed one did not — the pull request, the status comment and round 2's dispatch — so the
+/// run carries on to its end.
+#[test]
+fn a_finalize_killed_after_its_push_is_carried_on_by_its_re_run() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    lab.set_env("DAGEXEC_FAILPOINT", "push:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    let pushed = lab.branch_log();
+    assert_eq!(pushed[0], "dagexec: round 1 — 1/1 tasks (1/2 overall)");
+    assert_eq!(lab.dispatches(), 0, "{log}");
+
+    // A re-run starts minutes later: its commit of the same round is not the pushed one.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-1");
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    assert_eq!(lab.branch_log(), pushed, "the re-run pushed again:\n{text}");
+    assert_eq!(lab.dispatches(), 1, "round 2 is dispatched:\n{text}");
+    assert!(!text.contains("that run carries on"), "{text}");
+    let st = lab.gh.state();
+    assert_eq!(st.pulls.len(), 1, "{text}");
+    assert!(
+        st.comments
+            .iter()
+            .any(|c| c.body.starts_with("<!-- dagexec:status -->")),
+        "{text}"
+    );
+
+    lab.set_env("GITHUB_RUN_ATTEMPT", "1");
+    let (_, ok, log) = lab.round_result(2);
+    assert!(ok, "{log}");
+    assert_eq!(
+        lab.branch_plan()["tasks"][1]["status"],
+        "completed",
+        "{log}"
+    );
+    // Had the killed attempt dispatched round 2 too, the second run that started finds
+    // nothing new to do and ends cleanly, starting nothing.
+    let (outputs, ok, log) = lab.round_result(3);
+    assert!(ok, "{log}");
+    assert_eq!(outputs["conclusion"], "completed", "{log}");
+    assert_eq!(lab.dispatches(), 1, "{log}");
+    lab.gh.assert_clean();
+}
+
+/// `/execute abort` given during round 2; its finalize, killed after the status comment it
+/// wrote consumed the abort, is re-run: the re-run carries on from its push but starts
+/// nothing, as the killed attempt decided.
+#[test]
+fn a_re_run_of_a_finalize_that_heeded_an_abort_still_starts_nothing() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+            task("three", &["t3.txt"], &[1]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    let (_, text) = lab.comment_jobs(50, 1, "/execute abort", false);
+    lab.set_env("DAGEXEC_FAILPOINT", "status:2");
+    let round = lab.round(2);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{text}\n{log}");
+    assert!(log.contains("Pushed to"), "{log}");
+    assert_eq!(lab.dispatches(), 1, "the abort held:\n{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-2");
+    let (ok, text) = lab.finalize_job(2, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    assert!(text.contains("earlier attempt of this job"), "{text}");
+    assert_eq!(lab.dispatches(), 1, "the re-run started a round:\n{text}");
+    lab.gh.assert_clean();
+}
+
+/// Finalize killed between its round commit and its push: nothing reached the branch, so
+/// the re-run of that job integrates the same artifacts again and pushes the round once,
+/// then dispatches the next one.
+#[test]
+fn a_finalize_killed_before_its_push_is_done_once_by_its_re_run() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    lab.set_env("DAGEXEC_FAILPOINT", "after-commit:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    assert!(lab.branch_log().is_empty(), "nothing pushed:\n{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-1");
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    let log = lab.branch_log();
+    assert_eq!(
+        log[0], "dagexec: round 1 — 1/1 tasks (1/2 overall)",
+        "{text}"
+    );
+    assert_eq!(
+        log.iter()
+            .filter(|s| s.starts_with("dagexec: round"))
+            .count(),
+        1,
+        "{log:?}"
+    );
+    let plan = lab.branch_plan();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{text}");
+    assert_eq!(
+        plan["progress"]["dagexecAttempts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(lab.dispatches(), 1, "round 2 is dispatched:\n{text}");
+    lab.gh.assert_clean();
+}
+
 /// A matrix job that GitHub cancelled before it uploaded anything still ended an attempt:
 /// finalize records it in `progress.dagexecAttempts`, as every finished attempt is.
 #[test]

@@ -45,6 +45,10 @@ pub const COMPLETED_ATTEMPTS: &str = "attempts";
 pub const ROUND: &str = "dagexecRound";
 /// In the plan's progress: where finalize keeps the links to the attempts' logs on Actions.
 pub const LOGS: &str = "dagexecLogs";
+/// In the plan's progress: the workflow run and its attempt (`{"run": "123", "attempt": 1}`)
+/// of the Action's job that committed the plan last (finalize, the conductor): a re-run of a
+/// job killed after its push finds its own push by it.
+pub const WRITER: &str = "dagexecWriter";
 /// In the plan's progress: the user answered "proceed anyway" to failed pre-flight checks.
 pub const PROCEED: &str = "dagexecPreflight";
 /// In the plan's progress: the `/execute` comments whose plan change this plan saw settled

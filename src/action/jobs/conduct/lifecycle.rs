@@ -130,10 +130,17 @@ impl Remote<'_> {
             ));
         }
         let n = self.flights.len();
-        self.commit(
-            plan,
-            &format!("dagexec: conductor starts ({n} run(s) adopted)"),
-        )?;
+        // Signed for a re-run of this job ([`writer::sign`]): with this commit when there is
+        // one to make, else with the next.
+        let unsigned = crate::pure::plan::load::to_text(plan);
+        writer::sign(plan, self.ctx);
+        let rel = &self.inputs.plan_rel;
+        if self.repo.read_at(&self.pushed, rel)?.as_deref() != Some(unsigned.as_bytes()) {
+            self.commit(
+                plan,
+                &format!("dagexec: conductor starts ({n} run(s) adopted)"),
+            )?;
+        }
         let published = self.publish_through(round_no, plan).await?;
         if published.stale {
             return Ok(Some(writer::stale(published)));

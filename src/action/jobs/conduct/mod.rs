@@ -79,7 +79,6 @@ use crate::action::{ActionError, Inputs};
 use crate::edge::github::Client;
 use crate::flow::exec::Eager;
 use crate::flow::preflight::Overlaps;
-use crate::pure::engine;
 use crate::pure::gateway::held::Holds;
 pub use crate::pure::pace::{POLLS_PER_HOUR, Timing, poll_interval};
 use remote::Remote;
@@ -143,7 +142,7 @@ pub async fn run(
         mut checkout,
         ui,
         opts,
-    } = writer::WriterJob::open(root, inputs, &round.base, engine::Schedule::Eager)?;
+    } = writer::WriterJob::carry_on(root, inputs, ctx, round)?;
     let plan = &mut checkout.plan;
     // `overlap: merge`: tasks that share files may run side by side; each arrival is merged.
     let policy = crate::action::overlap_policy(root, &checkout.inputs)?;

@@ -17,7 +17,7 @@ impl Finalize<'_> {
         entries: &[matrix::MatrixEntry],
     ) -> Result<Vec<Judged>, ActionError> {
         let (ctx, client) = (self.ctx, self.client);
-        let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
+        let run_attempt = crate::action::writer::run_attempt(ctx);
         let artifacts = &self.job.checkout.inputs.artifacts;
         let (found, ignored) = collect(artifacts, &ctx.run_id, run_attempt, entries);
         for name in &ignored {

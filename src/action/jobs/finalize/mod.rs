@@ -188,6 +188,8 @@ impl Finalize<'_> {
     /// decide the stop, publish and report.
     async fn integrate_run(&mut self) -> Result<Finalized, ActionError> {
         let mut open = self.open_round()?;
+        // Committed with the part: a re-run of this job knows its push by it.
+        crate::action::writer::sign(&mut self.job.checkout.plan, self.ctx);
         let entries = self.entries(&open)?;
         let batch: Vec<usize> = entries.iter().map(|e| e.task).collect();
         let judged = self.judge(&entries).await?;
