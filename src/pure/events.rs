@@ -230,7 +230,11 @@ pub fn line(event: &Event, names: &TaskNames) -> Option<String> {
         ),
         Event::AttemptStarted { run: None, .. } => return None,
         Event::AttemptEnded(e) => attempt_ended(e, names),
-        Event::Warning { task, text } => format!("  task {}: warning: {text}", names.get(*task)),
+        Event::Warning { task, text } => format!(
+            "  task {}: warning: {}",
+            names.get(*task),
+            crate::pure::sanitize::line(text)
+        ),
         Event::Integrating { round, tasks } => {
             format!("\nRound {round}: integrating task(s) {}", list(tasks))
         }
@@ -258,6 +262,21 @@ mod tests {
 
     fn line_of(event: &Event) -> Option<String> {
         line(event, &TaskNames::default())
+    }
+
+    /// A warning names what a worker wrote (a file name may hold a line break): one line,
+    /// or a worker's file `b\nRound 9: all done.txt` printed a line that looked like
+    /// dagexec's own.
+    #[test]
+    fn a_warning_is_one_line_whatever_file_name_it_names() {
+        let w = Event::Warning {
+            task: 0,
+            text: "unexpected file changed: b\nRound 9: all done\r.txt".into(),
+        };
+        assert_eq!(
+            line_of(&w).unwrap(),
+            "  task 0: warning: unexpected file changed: b Round 9: all done .txt"
+        );
     }
 
     #[test]
