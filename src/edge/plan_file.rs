@@ -13,7 +13,7 @@ use crate::pure::validate::{check, declared};
 
 /// Reads and parses the plan at `path` (no semantic validation; see [`crate::pure::validate`]).
 pub fn load(path: &Path) -> Result<Plan, PlanError> {
-    let text = match fs::read_to_string(path) {
+    let text = match read_regular(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(PlanError::NoPlan {
@@ -28,6 +28,23 @@ pub fn load(path: &Path) -> Result<Plan, PlanError> {
         }
     };
     parse(&text, path)
+}
+
+/// The text of the regular file at `path` (a link to one is followed); anything else — a
+/// FIFO task code left in the checkout, a device — is an error at once, never waited on.
+fn read_regular(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Writes the plan atomically and never through a link (see [`crate::edge::fsx`]): a temp file
@@ -88,6 +105,7 @@ pub fn check_in(plan: &Plan, plan_rel: Option<&str>, root: &Path) -> Result<Dag,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {
@@ -107,5 +125,29 @@ mod tests {
             e.to_string(),
             "No plan found at /nonexistent/.design/plan.json"
         );
+    }
+
+    /// A FIFO where the plan (or a task list's generated plan) should be — task code can leave
+    /// one in the checkout — is refused at once, not waited on forever.
+    #[test]
+    fn a_fifo_at_the_plan_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || tx.send(load(&p).map(|_| ()).map_err(|e| e.to_string())));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5));
+        // Unblock a reader still waiting, so the test process can end.
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&path);
+        let err = got.expect("load returned").unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
     }
 }
