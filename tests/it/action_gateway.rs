@@ -127,6 +127,38 @@ fn a_request_past_max_cost_stops_the_work_jobs_attempt_as_a_budget_stop() {
     assert!(log.contains("spending limit"), "{log}");
 }
 
+/// The budget reached by the reviewer, not the worker: the worker's one request crosses
+/// `max-cost` and the gateway refuses the reviewer's. A budget stop, as a worker's is, not a
+/// failed review: the work job dropped the reviewer's stop, and the attempt failed as "review
+/// failed: the reviewer's output has no line APPROVED or REJECTED", retried past the budget.
+#[test]
+fn a_budget_the_reviewer_reaches_stops_the_work_jobs_attempt_as_a_budget_stop() {
+    let server = ModelServer::start();
+    let outside = tempfile::tempdir().unwrap();
+    let reviewer = outside.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!("cat > /dev/null\n{CURL_MESSAGES}\necho 'the model refused'\n"),
+    )
+    .unwrap();
+    let reviewer = format!("sh '{}'", reviewer.display());
+    let script = format!("{CURL_MESSAGES} > env.txt\necho 'COMPLETED: asked once'");
+    let lab = gateway_lab(
+        &server,
+        &script,
+        &[
+            ("DAGEXEC_MAX_COST", "0.0005"),
+            ("DAGEXEC_REVIEWER", &reviewer),
+        ],
+    );
+    let (_, log) = lab.run_rounds(3);
+    assert_eq!(server.seen().len(), 1, "{:?}\n{log}", server.seen());
+    let row = status_row(&lab);
+    assert_ne!(row["status"], "completed", "{row}");
+    assert!(log.contains("spending limit"), "{log}");
+    assert!(!log.contains("review failed"), "{log}");
+}
+
 /// The branch's `prices:` cannot make a model cheaper on the Action: priced at zero there,
 /// claude-sonnet-4-5's first request would cost nothing and `max-cost` never bite. The
 /// built-in price is kept and the first request crosses the budget.

@@ -301,8 +301,13 @@ async fn attempt(
         let reviewed = review_attempt(&rx, reviewer, through, to, history, v).await?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
         usage = usage.plus(reviewed.spent);
-        result.review = Some(reviewed.record);
         review_log = Some(reviewed.log);
+        // A request of the reviewer's the gateway refused past a budget: a budget stop, as
+        // the worker's is, and no review to conclude.
+        match reviewed.budget {
+            Some(why) => gateway::budget_stop(Some(why), &mut verdict, &mut result.said),
+            None => result.review = Some(reviewed.record),
+        }
     }
     // The hosts the egress proxy refused the worker, its checks and the reviewer.
     result.network.egress_blocked = crate::edge::egress::blocked();
@@ -493,6 +498,8 @@ struct ReviewerRan {
     spent: crate::pure::usage::Usage,
     record: artifact::ReviewRecord,
     log: String,
+    /// The budget the gateway refused one of the reviewer's requests past, if it did.
+    budget: Option<String>,
 }
 
 /// Runs the reviewer on the attempt — through the job's model gateway when it serves the
@@ -511,26 +518,32 @@ async fn review_attempt(
         run: review_run,
         parsed,
         usage: spent,
+        budget,
         ..
     }) = crate::flow::steps::review::run_reviewer_through(reviewer, to_review, rx, gateway).await
     else {
         return Err(ActionError::Input("the reviewer was cancelled".into()));
     };
-    review::conclude(
-        to_review.index,
-        to_review.task,
-        to_review.attempt,
-        verdict,
-        history,
-        parsed.as_ref().map_err(String::as_str),
-    );
+    let log = match review_run.log {
+        Some(log) if !log.trim().is_empty() => format!("{}\n{log}", review_run.stdout),
+        _ => review_run.stdout,
+    };
+    // Past a budget there is no review to conclude (the caller stops the attempt).
+    if budget.is_none() {
+        review::conclude(
+            to_review.index,
+            to_review.task,
+            to_review.attempt,
+            verdict,
+            history,
+            parsed.as_ref().map_err(String::as_str),
+        );
+    }
     Ok(ReviewerRan {
         spent,
         record: artifact::ReviewRecord::new(&parsed),
-        log: match review_run.log {
-            Some(log) if !log.trim().is_empty() => format!("{}\n{log}", review_run.stdout),
-            _ => review_run.stdout,
-        },
+        log,
+        budget,
     })
 }
 
