@@ -338,3 +338,42 @@ fn a_refused_command_starts_no_round_unless_an_earlier_one_was_applied() {
     assert_eq!(dispatches(), before + 1, "{text}");
     lab.gh.assert_clean();
 }
+
+/// `/execute abort` handled by the comment job while a round's finalize writes the status
+/// comment — after finalize read the pull request's comments, before it wrote the status —
+/// is not lost: the next round's finalize stops.
+#[test]
+fn an_abort_given_while_finalize_writes_the_status_comment_is_not_lost() {
+    use dagexec::action::steering::comment::{Identity, STATUS_MARKER, trusted_marked};
+    use dagexec::edge::github::{Client, RepoName, Token};
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let repo = RepoName::parse(&lab.repository).unwrap();
+    let client = rt.block_on(async { Client::new(&lab.gh.url(), &Token::new("ghs_test"), repo) });
+    let client = client.unwrap();
+    // A finalize reads the comments…
+    let read = rt
+        .block_on(trusted_marked(&client, 1, Identity::default()))
+        .unwrap();
+    // …the comment job handles `/execute abort`…
+    let (_, text) = lab.comment_jobs(90, 1, "/execute abort", false);
+    // …and the finalize writes the status comment from what it read.
+    let status = format!("{STATUS_MARKER}\n### dagexec status\n");
+    rt.block_on(client.upsert_marked_comment(1, STATUS_MARKER, &status, &read.own))
+        .unwrap();
+    let before = lab.dispatches();
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(lab.dispatches(), before, "no round 3: {text}\n{log}");
+    assert!(log.contains("Stopped after this round"), "{log}");
+    // The stop is taken: the abort's record says so, and stops nothing more.
+    let records = lab.gh.state().comments;
+    let record = records
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:abort:"));
+    assert!(record.unwrap().body.contains("abort-taken"), "{records:#?}");
+    lab.gh.assert_clean();
+}

@@ -24,8 +24,8 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_by_marker, apply, catch_up, changes_plan, command_text, confirm,
-    record, said, steer_marker, waiting_on, with_trailer,
+    ABORT_MARKER, Queue, abort_by_marker, abort_record, apply, catch_up, changes_plan,
+    command_text, confirm, record, said, steer_marker, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
@@ -215,9 +215,22 @@ impl Steer<'_> {
         Ok(said("Refreshed the status comment."))
     }
 
-    /// `/execute abort`: the marker in the status comment that the running round reads.
+    /// `/execute abort`: its own record, which the running round's writer reads (found again
+    /// by its marker, so a re-run of this job writes it once), then the marker in the status
+    /// comment that says so.
     async fn abort(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
+        let (client, pr) = (self.client, self.trigger.pr_number);
         let by = format!("`/execute` by @{}", self.trigger.user);
+        let record = abort_record(self.trigger.comment_id);
+        let own = comment::trusted_marked(client, pr, self.inputs.me())
+            .await?
+            .own;
+        if !own.iter().any(|c| c.starts_with(&record)) {
+            let text = format!(
+                "{record}\n`/execute abort` ({by}): no round starts after the current one.\n"
+            );
+            client.comment(pr, &text).await?;
+        }
         let extra = format!(
             "{ABORT_MARKER}\n{}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
             abort_by_marker(self.trigger.comment_id)

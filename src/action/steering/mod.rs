@@ -3,8 +3,8 @@
 //! comments): the commands and who may give them ([`comment`]); the queue of plan changes
 //! kept as dagexec's own comments, applied by whichever job writes the branch next
 //! ([`catch_up`]) and confirmed after the push ([`confirm`]); their record in the branch's
-//! history ([`STEERED_TRAILER`]); the questions a task asks on the pull request; and the
-//! abort marker in the status comment.
+//! history ([`STEERED_TRAILER`]); the questions a task asks on the pull request; and
+//! `/execute abort`: its own record and its marker in the status comment.
 //!
 //! Every writer of the branch applies the changes queued on the pull request ([`catch_up`]),
 //! each once: the record is the commit that settled it (its last line, [`STEERED_TRAILER`])
@@ -48,35 +48,67 @@ pub(crate) fn said(message: impl Into<String>) -> Steered {
 pub const ABORT_MARKER: &str = "<!-- dagexec:abort-requested -->";
 /// After [`ABORT_MARKER`]: the `/execute abort` comment that asked, `<!-- dagexec:abort-by:<id> -->`.
 pub const ABORT_BY_PREFIX: &str = "<!-- dagexec:abort-by:";
+/// The start of an abort's own record, `<!-- dagexec:abort:<id> -->`: dagexec's comment that
+/// `/execute abort` comment `<id>` asked to stop, written by the comment job before it marks the
+/// status comment. No status rewrite touches it, so an abort given while a writer rewrites the
+/// status comment is not lost with the marker.
+const ABORT_RECORD_PREFIX: &str = "<!-- dagexec:abort:";
+/// In an abort's record: the stop it asked for was taken (a writer stopped for it, or a later
+/// command started the run again); it stops nothing more.
+const ABORT_TAKEN: &str = "<!-- dagexec:abort-taken -->";
 
 /// The marker naming `/execute abort` comment `id`.
 pub fn abort_by_marker(id: u64) -> String {
     format!("{ABORT_BY_PREFIX}{id} -->")
 }
 
+/// The marker of the record of `/execute abort` comment `id`.
+pub(crate) fn abort_record(id: u64) -> String {
+    format!("{ABORT_RECORD_PREFIX}{id} -->")
+}
+
+/// The abort records among dagexec's own comments: the comment, the `/execute abort` it names,
+/// and whether that stop was taken.
+fn abort_records(marked: &comment::Trusted) -> impl Iterator<Item = (u64, u64, bool)> + '_ {
+    marked.own.iter().filter_map(|c| {
+        let rest = c.body.trim_start().strip_prefix(ABORT_RECORD_PREFIX)?;
+        let id = rest.split(" -->").next()?.trim().parse().ok()?;
+        Some((c.id, id, c.body.contains(ABORT_TAKEN)))
+    })
+}
+
 /// Whether a stop after the current round was asked for on pull request `pr`: one of
-/// dagexec's own status comments (`marked`) holds [`ABORT_MARKER`] and names an `/execute
-/// abort` comment that is on this pull request, by a person with write access now. Any
-/// workflow that comments with `GITHUB_TOKEN` writes as dagexec's comment job does, so the
-/// marker alone stops nothing.
+/// dagexec's own status comments (`marked`) holds [`ABORT_MARKER`], or an abort's own record
+/// is not taken yet, naming an `/execute abort` comment that is on this pull request, by a
+/// person with write access now. Any workflow that comments with `GITHUB_TOKEN` writes as
+/// dagexec's comment job does, so the marker alone stops nothing. A stop found is taken: the
+/// records in `marked` say so from now on (the caller stops), so the next run, which
+/// `/execute` starts, does not stop for it again.
 pub async fn abort_confirmed(
     client: &Client,
     pr: u64,
     marked: &comment::Trusted,
 ) -> Result<bool, ActionError> {
-    if !marked.abort_requested(ABORT_MARKER) {
-        return Ok(false);
-    }
-    let ids: std::collections::BTreeSet<u64> = marked
+    let taken: std::collections::BTreeSet<u64> =
+        abort_records(marked).filter(|r| r.2).map(|r| r.1).collect();
+    let named: std::collections::BTreeSet<u64> = marked
         .own
         .iter()
         .filter(|c| c.starts_with(comment::STATUS_MARKER) && c.body.contains(ABORT_MARKER))
         .flat_map(|c| c.body.split(ABORT_BY_PREFIX).skip(1))
         .filter_map(|rest| rest.split(" -->").next()?.trim().parse().ok())
+        .chain(abort_records(marked).filter(|r| !r.2).map(|r| r.1))
         .collect();
-    for id in ids {
+    let asked: Vec<u64> = named.difference(&taken).copied().collect();
+    if asked.is_empty() && (!named.is_empty() || !marked.abort_requested(ABORT_MARKER)) {
+        return Ok(false);
+    }
+    for id in asked {
         match still_a_command(client, pr, id).await? {
-            Ok((_, Some(SlashCommand::Abort))) => return Ok(true),
+            Ok((_, Some(SlashCommand::Abort))) => {
+                take_aborts(client, marked, u64::MAX, "the run stopped for it").await;
+                return Ok(true);
+            }
             Ok(_) => tracing::warn!(comment = id, "the abort marker names no `/execute abort`"),
             Err(why) => tracing::warn!(comment = id, "abort not believed: {why}"),
         }
@@ -85,6 +117,26 @@ pub async fn abort_confirmed(
         "warning: a status comment asks to stop, but names no `/execute abort` a person with write access gave on this pull request; not stopping"
     );
     Ok(false)
+}
+
+/// Marks the abort records in `marked` that name an `/execute abort` comment older than
+/// `before` as taken (`how`: what took it). One that cannot be rewritten stays as it is: a
+/// later writer stops for it once more, which loses nothing.
+pub(crate) async fn take_aborts(
+    client: &Client,
+    marked: &comment::Trusted,
+    before: u64,
+    how: &str,
+) {
+    for (comment, id, _) in abort_records(marked).filter(|r| !r.2 && r.1 < before) {
+        let body = format!(
+            "{}\n{ABORT_TAKEN}\n`/execute abort` (comment {id}): {how}. Comment `/execute` to resume.\n",
+            abort_record(id)
+        );
+        if let Err(e) = client.update_comment(comment, &body).await {
+            tracing::warn!(comment, "could not mark an abort as taken: {e}");
+        }
+    }
 }
 
 /// The question a plain BLOCKED result of the task named `name` asks.
