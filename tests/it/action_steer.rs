@@ -377,3 +377,21 @@ fn an_abort_given_while_finalize_writes_the_status_comment_is_not_lost() {
     assert!(record.unwrap().body.contains("abort-taken"), "{records:#?}");
     lab.gh.assert_clean();
 }
+
+/// `/execute abort` given while no round runs, then `/execute`: the run resumes as the user
+/// asked last — the round that starts does not stop after one pass for the earlier abort.
+#[test]
+fn execute_after_an_abort_given_between_rounds_resumes_the_run() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    lab.comment_jobs(90, 1, "/execute abort", false);
+    let (_, text) = lab.comment_jobs(91, 1, "/execute", false);
+    let before = lab.dispatches();
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert!(!log.contains("Stopped after"), "{text}\n{log}");
+    assert_eq!(lab.dispatches(), before + 1, "round 3 starts: {log}");
+    lab.gh.assert_clean();
+}

@@ -25,7 +25,7 @@ use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
     ABORT_MARKER, Queue, abort_by_marker, abort_record, apply, catch_up, changes_plan,
-    command_text, confirm, record, said, steer_marker, waiting_on, with_trailer,
+    command_text, confirm, record, said, steer_marker, take_aborts, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
@@ -307,10 +307,14 @@ impl Steer<'_> {
         Ok(())
     }
 
-    /// Starts a round on the branch.
+    /// Starts a round on the branch. An `/execute abort` given before this command is taken
+    /// back: the user starts the run again, and that round must not stop after one pass.
     async fn start(&self, c: &Checkout) -> Result<Steered, ActionError> {
-        let branch = &self.branch;
-        crate::action::dispatch_round(self.client, &c.inputs, branch, branch).await?;
+        let (client, branch) = (self.client, &self.branch);
+        let marked = comment::trusted_marked(client, self.trigger.pr_number, self.inputs.me());
+        let how = "taken back by a later command that started the run";
+        take_aborts(client, &marked.await?, self.trigger.comment_id, how).await;
+        crate::action::dispatch_round(client, &c.inputs, branch, branch).await?;
         Ok(Steered {
             message: format!("Started a round on {branch}."),
             dispatched: Some(branch.clone()),

@@ -106,7 +106,8 @@ pub async fn abort_confirmed(
     for id in asked {
         match still_a_command(client, pr, id).await? {
             Ok((_, Some(SlashCommand::Abort))) => {
-                take_aborts(client, marked, u64::MAX, "the run stopped for it").await;
+                let how = "the run stopped for it; comment `/execute` to resume";
+                take_aborts(client, marked, u64::MAX, how).await;
                 return Ok(true);
             }
             Ok(_) => tracing::warn!(comment = id, "the abort marker names no `/execute abort`"),
@@ -130,7 +131,7 @@ pub(crate) async fn take_aborts(
 ) {
     for (comment, id, _) in abort_records(marked).filter(|r| !r.2 && r.1 < before) {
         let body = format!(
-            "{}\n{ABORT_TAKEN}\n`/execute abort` (comment {id}): {how}. Comment `/execute` to resume.\n",
+            "{}\n{ABORT_TAKEN}\n`/execute abort` (comment {id}): {how}.\n",
             abort_record(id)
         );
         if let Err(e) = client.update_comment(comment, &body).await {
