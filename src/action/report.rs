@@ -74,9 +74,73 @@ fn cell(s: &str, max: usize) -> String {
 }
 
 /// A worker's words made inert in the pull request's Markdown
-/// ([`crate::pure::sanitize::unreferenced`]).
-fn inert(s: &str) -> String {
-    crate::pure::sanitize::unreferenced(s, true)
+/// ([`crate::pure::sanitize::unreferenced`]) outside code: a fenced block's lines and an inline
+/// code span stay exactly as written (GitHub links nothing there, and `&#8203;` would show as
+/// typed).
+pub(crate) fn inert(s: &str) -> String {
+    use crate::sources::markdown::{Block, lines};
+    let mut out = String::with_capacity(s.len());
+    let mut from = 0;
+    for l in lines(s).filter(|l| matches!(l.block, Block::Fence | Block::Code(_))) {
+        out.push_str(&inert_spans(&s[from..l.start]));
+        from = l.start + l.text.len();
+        out.push_str(&s[l.start..from]);
+    }
+    out.push_str(&inert_spans(&s[from..]));
+    out
+}
+
+/// [`inert`] outside fenced blocks: each inline code span — a run of backticks (not escaped)
+/// to the next run of as many, within its paragraph — kept as written.
+fn inert_spans(s: &str) -> String {
+    let run = |at: usize| {
+        s.as_bytes()[at..]
+            .iter()
+            .take_while(|&&c| c == b'`')
+            .count()
+    };
+    let mut out = String::with_capacity(s.len());
+    let (mut from, mut at) = (0, 0);
+    while at < s.len() {
+        match s.as_bytes()[at] {
+            b'\\' => at += 2,
+            b'`' => {
+                let n = run(at);
+                let mut end = at + n;
+                let closed = loop {
+                    let rest = &s.as_bytes()[end..];
+                    match rest.iter().position(|&c| c == b'`' || c == b'\n') {
+                        None => break false,
+                        Some(i) if rest[i] == b'`' => {
+                            let m = run(end + i);
+                            end += i + m;
+                            if m == n {
+                                break true;
+                            }
+                        }
+                        Some(i) => {
+                            end += i + 1;
+                            let line = s[end..].split('\n').next().unwrap_or("");
+                            if line.trim().is_empty() {
+                                break false;
+                            }
+                        }
+                    }
+                };
+                if closed {
+                    out.push_str(&crate::pure::sanitize::unreferenced(&s[from..at], true));
+                    out.push_str(&s[at..end]);
+                    from = end;
+                    at = end;
+                } else {
+                    at += n;
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    out.push_str(&crate::pure::sanitize::unreferenced(&s[from..], true));
+    out
 }
 
 /// The progress table (Markdown): one row per task, and a Review column with each task's
@@ -549,6 +613,21 @@ fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_stays_as_written_and_the_rest_is_inert() {
+        for (text, want) in [
+            ("`@a` @b", "`@a` @&#8203;b"),
+            ("``a ` @b`` @c", "``a ` @b`` @&#8203;c"),
+            ("\\`@a` @b", "\\`@&#8203;a` @&#8203;b"),
+            ("`@a\n@b` #1", "`@a\n@b` #&#8203;1"),
+            ("`@a\n\n@b`", "`@&#8203;a\n\n@&#8203;b`"),
+            ("`@a", "`@&#8203;a"),
+            ("~~~\n@a\n~~~\n@b", "~~~\n@a\n~~~\n@&#8203;b"),
+        ] {
+            assert_eq!(inert(text), want, "{text:?}");
+        }
+    }
 
     fn plan() -> Plan {
         serde_json::from_value(serde_json::json!({

@@ -180,26 +180,31 @@ pub fn question_marker(key: &str) -> String {
     format!("<!-- dagexec:question:{key} -->")
 }
 
-/// The text of the question comment of the task at plan index `index`, named `name` in
-/// messages and replies: the question, its options, the exact replies.
-pub fn question_comment(
-    index: usize,
-    name: &str,
-    subject: &str,
-    q: &crate::pure::question::Question,
-) -> String {
-    let mut s = format!(
-        "{}\n### dagexec: task {name} ({}) needs you\n\n{}\n",
-        question_marker(&index.to_string()),
-        subject.lines().next().unwrap_or(""),
-        q.text.trim()
+/// The text of the question comment of the task at plan index `index` of `plan`: the
+/// question, its options, the exact replies. A worker's words are made inert
+/// ([`crate::action::report::inert`]); only the question the issues source asks itself (its
+/// task waits for an issue outside the plan) links the issues it names.
+pub fn question_comment(plan: &Plan, index: usize, q: &crate::pure::question::Question) -> String {
+    use crate::sources::issues::convert::{OUTSIDE, TASK_FIELD};
+    let (name, task) = (
+        crate::pure::plan::ids::name(plan, index),
+        &plan.tasks[index],
     );
+    let mut asked = format!("{}\n", q.text.trim());
     if !q.options.is_empty() {
-        s.push_str("\nOptions:\n");
+        asked.push_str("\nOptions:\n");
         for (n, c) in q.options.iter().enumerate() {
-            s.push_str(&format!("{}. `{}` — {}\n", n + 1, c.key, c.description));
+            asked.push_str(&format!("{}. `{}` — {}\n", n + 1, c.key, c.description));
         }
     }
+    if !(task.extra.contains_key(TASK_FIELD) && q.blocked_at.as_deref() == Some(OUTSIDE)) {
+        asked = crate::action::report::inert(&asked);
+    }
+    let mut s = format!(
+        "{}\n### dagexec: task {name} ({}) needs you\n\n{asked}",
+        question_marker(&index.to_string()),
+        task.subject.lines().next().unwrap_or(""),
+    );
     let example = match q.kind {
         crate::pure::question::Kind::Decision => q
             .options
@@ -221,4 +226,55 @@ pub fn preflight_comment(message: &str) -> String {
         question_marker("preflight"),
         message.trim()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::pure::question::{Choice, Kind, Question};
+
+    /// A worker's question mentions nobody and links no issue on the pull request, but what
+    /// it writes as code stays exactly as written.
+    #[test]
+    fn a_workers_question_is_inert_outside_its_code() {
+        let q = Question {
+            options: vec![Choice {
+                key: "pg".into(),
+                description: "ask @dba-team, see #12".into(),
+            }],
+            ..Question::new(
+                Kind::Decision,
+                "Fixes #7? @octocat said `git log @{u} #3` and\n\n```sh\necho @here #9 &amp;\n```\nthen `x`@y".into(),
+            )
+        };
+        let mut plan: crate::pure::plan::Plan = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "progress": {"completedTasks": []},
+            "tasks": [{"subject": "Subject", "status": "blocked", "blockedBy": []}]
+        }))
+        .unwrap();
+        let c = super::question_comment(&plan, 0, &q);
+        for inert in [
+            "Fixes #&#8203;7? @&#8203;octocat said `git log @{u} #3` and",
+            "```sh\necho @here #9 &amp;\n```\nthen `x`@&#8203;y",
+            "1. `pg` — ask @&#8203;dba-team, see #&#8203;12",
+        ] {
+            assert!(c.contains(inert), "{inert}\n{c}");
+        }
+        // The issues source's own question about an issue outside the plan links it.
+        let issue = crate::sources::issues::convert::TASK_FIELD;
+        plan.tasks[0]
+            .extra
+            .insert(issue.into(), serde_json::json!({"number": 6}));
+        let waits = Question {
+            blocked_at: Some(crate::sources::issues::convert::OUTSIDE.into()),
+            ..Question::new(Kind::Action, "#6 waits for #90".into())
+        };
+        assert!(super::question_comment(&plan, 0, &waits).contains("\n#6 waits for #90\n"));
+        // Not a worker's that claims to be about one.
+        let claims = Question {
+            text: "@octocat".into(),
+            ..waits.clone()
+        };
+        plan.tasks[0].extra.clear();
+        assert!(super::question_comment(&plan, 0, &claims).contains("@&#8203;octocat"));
+    }
 }

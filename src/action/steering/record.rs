@@ -361,7 +361,7 @@ mod tests {
             blocked_at: None,
             reply: None,
         };
-        let comment = super::super::question_comment(1, "13.3", "b", &q);
+        let comment = super::super::question_comment(&plan, 1, &q);
         assert!(comment.contains("/execute answer 13.3 done"), "{comment}");
         assert!(comment.contains("`/execute retry 13.3`"), "{comment}");
     }
