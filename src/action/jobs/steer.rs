@@ -24,7 +24,7 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_by_marker, abort_record, apply, catch_up, changes_plan,
+    ABORT_MARKER, Queue, abort_by_marker, abort_record, apply, authorised, catch_up, changes_plan,
     command_text, confirm, record, said, steer_marker, take_aborts, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
@@ -130,8 +130,9 @@ impl Steer<'_> {
             client.comment(
                 trigger.pr_number,
                 &format!(
-                    "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n",
-                    command_text(&self.trigger.command)
+                    "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n{}\n",
+                    command_text(&self.trigger.command),
+                    authorised(&self.trigger.command)
                 ),
             ).await?;
         }

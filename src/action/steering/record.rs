@@ -27,6 +27,20 @@ pub fn steer_marker(id: u64) -> String {
     format!("{STEER_MARKER_PREFIX}{id} -->")
 }
 
+/// In a queued marker, the command as the comment job authorised it, `<!-- dagexec:command:<its
+/// JSON in base64> -->`: GitHub's API does not say who edited a comment (its author, another
+/// writer, any workflow's token), so a command edited since it was queued is not applied in
+/// its author's name.
+pub(super) const AUTHORISED_PREFIX: &str = "<!-- dagexec:command:";
+
+/// The line of a queued marker that records `command` as authorised.
+pub(crate) fn authorised(command: &SlashCommand) -> String {
+    use base64::Engine as _;
+    let json = serde_json::to_vec(command).expect("commands serialise");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(json);
+    format!("{AUTHORISED_PREFIX}{encoded} -->")
+}
+
 pub(super) use crate::pure::plan::fields::STEERED as STEERED_FIELD;
 
 /// How many settled comments the plan's cache keeps (the record itself is not capped).
