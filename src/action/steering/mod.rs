@@ -219,10 +219,13 @@ pub fn question_comment(plan: &Plan, index: usize, q: &crate::pure::question::Qu
     s
 }
 
-/// The pre-flight question: the failed checks and the reply that proceeds anyway.
+/// The pre-flight question: the failed checks (their output in a block no fence in it ends)
+/// and the reply that proceeds anyway.
 pub fn preflight_comment(message: &str) -> String {
+    let longest = message.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
     format!(
-        "{}\n### dagexec: pre-flight checks failed\n\n```\n{}\n```\n\nFix what they check and comment `/execute`, or reply with a comment:\n\n```\n/execute proceed\n```\n\nto run anyway.\n",
+        "{}\n### dagexec: pre-flight checks failed\n\n{fence}\n{}\n{fence}\n\nFix what they check and comment `/execute`, or reply with a comment:\n\n```\n/execute proceed\n```\n\nto run anyway.\n",
         question_marker("preflight"),
         message.trim()
     )
@@ -231,6 +234,17 @@ pub fn preflight_comment(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use crate::pure::question::{Choice, Kind, Question};
+
+    /// Failed checks' output (of the branch's code, which workers wrote) stays inside its
+    /// block: a fence in it does not end the block and let a mention out.
+    #[test]
+    fn the_preflight_output_cannot_end_its_code_block() {
+        let c = super::preflight_comment("bad:\n```\n@octocat\n``````");
+        assert!(
+            c.contains("\n```````\nbad:\n```\n@octocat\n``````\n```````\n"),
+            "{c}"
+        );
+    }
 
     /// A worker's question mentions nobody and links no issue on the pull request, but what
     /// it writes as code stays exactly as written.
