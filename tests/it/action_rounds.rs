@@ -694,7 +694,8 @@ fn a_queued_command_edited_before_it_is_applied_is_not_applied() {
     lab.gh.edit_comment(edited, "/execute answer 0 use mysql");
     // An edit that leaves the command as it was changes nothing.
     let (kept, _) = lab.comment_jobs(91, 1, "/execute answer 0 use sqlite", false);
-    lab.gh.edit_comment(kept, "/execute answer 0 use sqlite\r\n");
+    lab.gh
+        .edit_comment(kept, "/execute answer 0 use sqlite\r\n");
     let (_, ok, log) = lab.round_result(2);
     assert!(ok, "{log}");
     let marker = lab::steer_marker(&lab.gh, edited);

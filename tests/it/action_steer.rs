@@ -387,6 +387,12 @@ fn execute_after_an_abort_given_between_rounds_resumes_the_run() {
     assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
     lab.comment_jobs(90, 1, "/execute abort", false);
     let (_, text) = lab.comment_jobs(91, 1, "/execute", false);
+    // The status comment no longer says the run stops.
+    let comments = lab.gh.state().comments;
+    let status = comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"));
+    assert!(!status.unwrap().body.contains("Stopping after"), "{text}");
     let before = lab.dispatches();
     let r = lab.round(2);
     let (ok, log) = r.finalized.unwrap();

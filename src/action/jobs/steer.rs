@@ -309,12 +309,16 @@ impl Steer<'_> {
     }
 
     /// Starts a round on the branch. An `/execute abort` given before this command is taken
-    /// back: the user starts the run again, and that round must not stop after one pass.
+    /// back: the user starts the run again, and that round must not stop after one pass (nor
+    /// the status comment say it will).
     async fn start(&self, c: &Checkout) -> Result<Steered, ActionError> {
         let (client, branch) = (self.client, &self.branch);
         let marked = comment::trusted_marked(client, self.trigger.pr_number, self.inputs.me());
         let how = "taken back by a later command that started the run";
-        take_aborts(client, &marked.await?, self.trigger.comment_id, how).await;
+        if take_aborts(client, &marked.await?, self.trigger.comment_id, how).await {
+            self.write_status(&c.plan, &waiting_on(&c.plan), None)
+                .await?;
+        }
         crate::action::dispatch_round(client, &c.inputs, branch, branch).await?;
         Ok(Steered {
             message: format!("Started a round on {branch}."),

@@ -121,15 +121,17 @@ pub async fn abort_confirmed(
 }
 
 /// Marks the abort records in `marked` that name an `/execute abort` comment older than
-/// `before` as taken (`how`: what took it). One that cannot be rewritten stays as it is: a
-/// later writer stops for it once more, which loses nothing.
+/// `before` as taken (`how`: what took it); whether there was any. One that cannot be
+/// rewritten stays as it is: a later writer stops for it once more, which loses nothing.
 pub(crate) async fn take_aborts(
     client: &Client,
     marked: &comment::Trusted,
     before: u64,
     how: &str,
-) {
+) -> bool {
+    let mut any = false;
     for (comment, id, _) in abort_records(marked).filter(|r| !r.2 && r.1 < before) {
+        any = true;
         let body = format!(
             "{}\n{ABORT_TAKEN}\n`/execute abort` (comment {id}): {how}.\n",
             abort_record(id)
@@ -138,6 +140,7 @@ pub(crate) async fn take_aborts(
             tracing::warn!(comment, "could not mark an abort as taken: {e}");
         }
     }
+    any
 }
 
 /// The question a plain BLOCKED result of the task named `name` asks.
