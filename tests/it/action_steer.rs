@@ -401,3 +401,21 @@ fn execute_after_an_abort_given_between_rounds_resumes_the_run() {
     assert_eq!(lab.dispatches(), before + 1, "round 3 starts: {log}");
     lab.gh.assert_clean();
 }
+
+/// `/execute status` after `/execute abort` rewrites the status comment without the abort's
+/// marker; the abort still stops the next round (its own record is not the status comment).
+#[test]
+fn a_status_refresh_after_an_abort_does_not_cancel_it() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    lab.comment_jobs(90, 1, "/execute abort", false);
+    lab.comment_jobs(91, 1, "/execute status", false);
+    let before = lab.dispatches();
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert!(log.contains("Stopped after this round"), "{log}");
+    assert_eq!(lab.dispatches(), before, "no round 3: {log}");
+    lab.gh.assert_clean();
+}
