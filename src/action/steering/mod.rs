@@ -238,6 +238,20 @@ pub fn preflight_comment(message: &str) -> String {
 mod tests {
     use crate::pure::question::{Choice, Kind, Question};
 
+    /// A queued answer's marker records what was authorised in a line of its own size, so
+    /// the longest answer GitHub takes still fits in the marker comment, and is not refused
+    /// as edited.
+    #[test]
+    fn the_authorised_record_of_any_answer_is_short() {
+        let answer = |text: &str| super::comment::SlashCommand::Answer {
+            task: "1".into(),
+            text: text.into(),
+        };
+        let long = super::authorised(&answer(&"x".repeat(65_000)));
+        assert!(long.len() < 100, "{}", long.len());
+        assert_ne!(long, super::authorised(&answer(&"x".repeat(64_999))));
+    }
+
     /// Failed checks' output (of the branch's code, which workers wrote) stays inside its
     /// block: a fence in it does not end the block and let a mention out.
     #[test]

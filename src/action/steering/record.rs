@@ -27,17 +27,20 @@ pub fn steer_marker(id: u64) -> String {
     format!("{STEER_MARKER_PREFIX}{id} -->")
 }
 
-/// In a queued marker, the command as the comment job authorised it, `<!-- dagexec:command:<its
-/// JSON in base64> -->`: GitHub's API does not say who edited a comment (its author, another
-/// writer, any workflow's token), so a command edited since it was queued is not applied in
-/// its author's name.
+/// In a queued marker, the command as the comment job authorised it, `<!-- dagexec:command:<the
+/// SHA-256 of its JSON, in base64> -->`: GitHub's API does not say who edited a comment (its
+/// author, another writer, an App's token), so a command edited since it was queued is not
+/// applied in its author's name.
 pub(super) const AUTHORISED_PREFIX: &str = "<!-- dagexec:command:";
 
-/// The line of a queued marker that records `command` as authorised.
+/// The line of a queued marker that records `command` as authorised (SHA-256 from the TLS
+/// stack dagexec links: an answer of any length fits, and no other command has its line).
 pub(crate) fn authorised(command: &SlashCommand) -> String {
     use base64::Engine as _;
     let json = serde_json::to_vec(command).expect("commands serialise");
-    let encoded = base64::engine::general_purpose::STANDARD.encode(json);
+    let suite = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256.tls13();
+    let sha256 = suite.expect("a TLS 1.3 suite").common.hash_provider;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(sha256.hash(&json));
     format!("{AUTHORISED_PREFIX}{encoded} -->")
 }
 
