@@ -419,3 +419,22 @@ fn a_status_refresh_after_an_abort_does_not_cancel_it() {
     assert_eq!(lab.dispatches(), before, "no round 3: {log}");
     lab.gh.assert_clean();
 }
+
+/// A command queued before `/execute abort` whose steer job runs after the round that stopped
+/// for the abort: it is applied, but it does not start the run the user stopped after it.
+#[test]
+fn a_command_given_before_an_abort_does_not_restart_the_run_after_it() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (proceed, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    lab.comment_jobs(91, 1, "/execute abort", false);
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok && log.contains("Stopped after this round"), "{log}");
+    let before = lab.dispatches();
+    let (_, text) = lab.comment_job_again(92, proceed, true);
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{text}");
+    assert_eq!(lab.dispatches(), before, "{text}");
+    lab.gh.assert_clean();
+}

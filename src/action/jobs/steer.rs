@@ -24,8 +24,9 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_by_marker, abort_record, apply, authorised, catch_up, changes_plan,
-    command_text, confirm, record, said, steer_marker, take_aborts, waiting_on, with_trailer,
+    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_record, apply, authorised, catch_up,
+    changes_plan, command_text, confirm, record, said, steer_marker, take_aborts, waiting_on,
+    with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
@@ -308,14 +309,22 @@ impl Steer<'_> {
         Ok(())
     }
 
-    /// Starts a round on the branch. An `/execute abort` given before this command is taken
-    /// back: the user starts the run again, and that round must not stop after one pass (nor
-    /// the status comment say it will).
+    /// Starts a round on the branch, unless `/execute abort` came after this command. One
+    /// given before it is taken back: the user starts the run again, and that round must not
+    /// stop after one pass (nor the status comment say it will).
     async fn start(&self, c: &Checkout) -> Result<Steered, ActionError> {
-        let (client, branch) = (self.client, &self.branch);
-        let marked = comment::trusted_marked(client, self.trigger.pr_number, self.inputs.me());
+        let (client, branch, pr) = (self.client, &self.branch, self.trigger.pr_number);
+        let (id, marked) = (
+            self.trigger.comment_id,
+            comment::trusted_marked(client, pr, self.inputs.me()).await?,
+        );
+        if let Some(abort) = abort_after(client, pr, &marked, id).await? {
+            return Ok(said(format!(
+                "`/execute abort` (comment {abort}) came after this command: no round started; `/execute` resumes."
+            )));
+        }
         let how = "taken back by a later command that started the run";
-        if take_aborts(client, &marked.await?, self.trigger.comment_id, how).await {
+        if take_aborts(client, &marked, id, how).await {
             self.write_status(&c.plan, &waiting_on(&c.plan), None)
                 .await?;
         }

@@ -120,6 +120,22 @@ pub async fn abort_confirmed(
     Ok(false)
 }
 
+/// An `/execute abort` a writer gave on pull request `pr` after comment `after` (its record in
+/// `marked`, taken or not): the run it stopped is not started again by an earlier command.
+pub(crate) async fn abort_after(
+    client: &Client,
+    pr: u64,
+    marked: &comment::Trusted,
+    after: u64,
+) -> Result<Option<u64>, ActionError> {
+    for (_, id, _) in abort_records(marked).filter(|r| r.1 > after) {
+        if let Ok((_, Some(SlashCommand::Abort))) = still_a_command(client, pr, id).await? {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
 /// Marks the abort records in `marked` that name an `/execute abort` comment older than
 /// `before` as taken (`how`: what took it); whether there was any. One that cannot be
 /// rewritten stays as it is: a later writer stops for it once more, which loses nothing.
