@@ -355,12 +355,7 @@ impl Publisher<'_> {
     ) -> Result<(), ActionError> {
         let (c, n, own) = (at.client, at.number, &at.marked.own);
         for (i, q) in crate::pure::question::open(plan) {
-            let text = steering::question_comment(
-                i,
-                &crate::pure::plan::ids::name(plan, i),
-                &plan.tasks[i].subject,
-                &q,
-            );
+            let text = steering::question_comment(plan, i, &q);
             let marker = steering::question_marker(&i.to_string());
             c.upsert_marked_comment(n, &marker, &text, own).await?;
         }

@@ -74,9 +74,74 @@ fn cell(s: &str, max: usize) -> String {
 }
 
 /// A worker's words made inert in the pull request's Markdown
-/// ([`crate::pure::sanitize::unreferenced`]).
-fn inert(s: &str) -> String {
-    crate::pure::sanitize::unreferenced(s, true)
+/// ([`crate::pure::sanitize::unreferenced`], and `<` written `&lt;`: no HTML, which could hide
+/// a backtick from code) outside code: the lines of a fenced block (its fence indented at most
+/// three spaces, as GitHub's) and an inline code span (on one line) stay exactly as written —
+/// GitHub links nothing there, and `&#8203;` would show as typed. Where GitHub may not see code,
+/// the text is inert: a glitch at worst, never a mention.
+pub(crate) fn inert(s: &str) -> String {
+    use crate::sources::markdown::{Block, lines};
+    let mut out = String::with_capacity(s.len());
+    // Inside a fenced block: whether its fence is one GitHub sees.
+    let (mut from, mut block) = (0, None);
+    for l in lines(s) {
+        let code = match (l.block, block) {
+            (Block::Fence, None) => {
+                let indent = &l.text[..l.text.len() - l.text.trim_start().len()];
+                *block.insert(indent.len() <= 3 && indent.bytes().all(|b| b == b' '))
+            }
+            (Block::Fence, Some(seen)) => block.take().unwrap_or(seen),
+            (Block::Code(_), Some(seen)) => seen,
+            _ => false,
+        };
+        if code {
+            out.extend(s[from..l.start].split_inclusive('\n').map(inert_spans));
+            from = l.start + l.text.len();
+            out.push_str(&s[l.start..from]);
+        }
+    }
+    out.extend(s[from..].split_inclusive('\n').map(inert_spans));
+    out
+}
+
+/// [`inert`] of one line outside fenced blocks: each inline code span — a run of backticks
+/// (not escaped) to the next run of as many — kept as written.
+fn inert_spans(s: &str) -> String {
+    let run = |at: usize| {
+        s.as_bytes()[at..]
+            .iter()
+            .take_while(|&&c| c == b'`')
+            .count()
+    };
+    let prose = |t: &str| crate::pure::sanitize::unreferenced(t, true).replace('<', "&lt;");
+    let mut out = String::with_capacity(s.len());
+    let (mut from, mut at) = (0, 0);
+    while at < s.len() {
+        match s.as_bytes()[at] {
+            b'\\' => at += 2,
+            b'`' => {
+                let n = run(at);
+                let mut end = at + n;
+                while end < s.len() && (s.as_bytes()[end] != b'`' || run(end) != n) {
+                    end += if s.as_bytes()[end] == b'`' {
+                        run(end)
+                    } else {
+                        1
+                    };
+                }
+                if end < s.len() {
+                    out.push_str(&prose(&s[from..at]));
+                    out.push_str(&s[at..end + n]);
+                    (from, at) = (end + n, end + n);
+                } else {
+                    at += n;
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    out.push_str(&prose(&s[from..]));
+    out
 }
 
 /// The progress table (Markdown): one row per task, and a Review column with each task's
@@ -549,6 +614,41 @@ fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What GitHub does not render as code is inert, however the text is built: an HTML
+    /// tag around a backtick, a fence indented as code, a span GitHub ends at a heading.
+    #[test]
+    fn html_an_indented_fence_or_a_heading_hides_no_mention() {
+        for (text, want) in [
+            (
+                "<b title=\"`\">@octocat`</b>",
+                "&lt;b title=\"`\">@octocat`&lt;/b>",
+            ),
+            (
+                "para\n    ```\n@octocat\n```",
+                "para\n    ```\n@&#8203;octocat\n```",
+            ),
+            ("`a\n# @octocat`", "`a\n# @&#8203;octocat`"),
+        ] {
+            assert_eq!(inert(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn code_stays_as_written_and_the_rest_is_inert() {
+        for (text, want) in [
+            ("`@a` @b", "`@a` @&#8203;b"),
+            ("``a ` @b`` @c", "``a ` @b`` @&#8203;c"),
+            ("\\`@a` @b", "\\`@&#8203;a` @&#8203;b"),
+            // A span is taken on one line only (GitHub ends one at a heading, a list…).
+            ("`@a\n@b` #1", "`@&#8203;a\n@&#8203;b` #&#8203;1"),
+            ("`@a\n\n@b`", "`@&#8203;a\n\n@&#8203;b`"),
+            ("`@a", "`@&#8203;a"),
+            ("~~~\n@a\n~~~\n@b", "~~~\n@a\n~~~\n@&#8203;b"),
+        ] {
+            assert_eq!(inert(text), want, "{text:?}");
+        }
+    }
 
     fn plan() -> Plan {
         serde_json::from_value(serde_json::json!({

@@ -29,7 +29,7 @@ pub mod generated;
 pub mod issues;
 pub mod kiro;
 pub mod longrun;
-mod markdown;
+pub(crate) mod markdown;
 mod prepared;
 pub mod speckit;
 pub mod taskmaster;

@@ -674,6 +674,42 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
     lab.gh.assert_clean();
 }
 
+/// A queued answer whose comment is edited before a writer applies it: the command the
+/// comment job authorised was the original, and GitHub's API does not say who edited it (its
+/// author, another writer, any workflow's token), so the edited text is not applied in the
+/// author's name — the marker says why, and the author can comment again.
+#[test]
+fn a_queued_command_edited_before_it_is_applied_is_not_applied() {
+    let lab = lab_with_worker(
+        vec![
+            task("A", &["a.txt"], &[]),
+            task("B", &["t1.txt"], &[]),
+            task("C", &["t2.txt"], &[1]),
+        ],
+        ASKING,
+    );
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    let (edited, _) = lab.comment_jobs(90, 1, "/execute answer 0 use postgres", false);
+    lab.gh.edit_comment(edited, "/execute answer 0 use mysql");
+    // An edit that leaves the command as it was changes nothing.
+    let (kept, _) = lab.comment_jobs(91, 1, "/execute answer 0 use sqlite", false);
+    lab.gh
+        .edit_comment(kept, "/execute answer 0 use sqlite\r\n");
+    let (_, ok, log) = lab.round_result(2);
+    assert!(ok, "{log}");
+    let marker = lab::steer_marker(&lab.gh, edited);
+    assert!(
+        marker.contains("❌ Not applied") && marker.contains("edited"),
+        "{marker}\n{log}"
+    );
+    let marker = lab::steer_marker(&lab.gh, kept);
+    assert!(marker.contains("✅ Applied"), "{marker}\n{log}");
+    let plan = lab.branch_plan();
+    assert_eq!(plan["tasks"][0]["question"]["reply"], "use sqlite", "{log}");
+    lab.gh.assert_clean();
+}
+
 /// Finalize killed (kill -9) right after pushing the round that completed and archived the
 /// plan: the branch holds only `.design/plan.done.json`, the pull request is a draft and no
 /// check run was written. The next run (Run workflow or `/execute`) finishes it.

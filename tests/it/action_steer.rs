@@ -338,3 +338,103 @@ fn a_refused_command_starts_no_round_unless_an_earlier_one_was_applied() {
     assert_eq!(dispatches(), before + 1, "{text}");
     lab.gh.assert_clean();
 }
+
+/// `/execute abort` handled by the comment job while a round's finalize writes the status
+/// comment — after finalize read the pull request's comments, before it wrote the status —
+/// is not lost: the next round's finalize stops.
+#[test]
+fn an_abort_given_while_finalize_writes_the_status_comment_is_not_lost() {
+    use dagexec::action::steering::comment::{Identity, STATUS_MARKER, trusted_marked};
+    use dagexec::edge::github::{Client, RepoName, Token};
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let repo = RepoName::parse(&lab.repository).unwrap();
+    let client = rt.block_on(async { Client::new(&lab.gh.url(), &Token::new("ghs_test"), repo) });
+    let client = client.unwrap();
+    // A finalize reads the comments…
+    let read = rt
+        .block_on(trusted_marked(&client, 1, Identity::default()))
+        .unwrap();
+    // …the comment job handles `/execute abort`…
+    let (_, text) = lab.comment_jobs(90, 1, "/execute abort", false);
+    // …and the finalize writes the status comment from what it read.
+    let status = format!("{STATUS_MARKER}\n### dagexec status\n");
+    rt.block_on(client.upsert_marked_comment(1, STATUS_MARKER, &status, &read.own))
+        .unwrap();
+    let before = lab.dispatches();
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(lab.dispatches(), before, "no round 3: {text}\n{log}");
+    assert!(log.contains("Stopped after this round"), "{log}");
+    // The stop is taken: the abort's record says so, and stops nothing more.
+    let records = lab.gh.state().comments;
+    let record = records
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:abort:"));
+    assert!(record.unwrap().body.contains("abort-taken"), "{records:#?}");
+    lab.gh.assert_clean();
+}
+
+/// `/execute abort` given while no round runs, then `/execute`: the run resumes as the user
+/// asked last — the round that starts does not stop after one pass for the earlier abort.
+#[test]
+fn execute_after_an_abort_given_between_rounds_resumes_the_run() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    lab.comment_jobs(90, 1, "/execute abort", false);
+    let (_, text) = lab.comment_jobs(91, 1, "/execute", false);
+    // The status comment no longer says the run stops.
+    let comments = lab.gh.state().comments;
+    let status = comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"));
+    assert!(!status.unwrap().body.contains("Stopping after"), "{text}");
+    let before = lab.dispatches();
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert!(!log.contains("Stopped after"), "{text}\n{log}");
+    assert_eq!(lab.dispatches(), before + 1, "round 3 starts: {log}");
+    lab.gh.assert_clean();
+}
+
+/// `/execute status` after `/execute abort` rewrites the status comment without the abort's
+/// marker; the abort still stops the next round (its own record is not the status comment).
+#[test]
+fn a_status_refresh_after_an_abort_does_not_cancel_it() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    lab.comment_jobs(90, 1, "/execute abort", false);
+    lab.comment_jobs(91, 1, "/execute status", false);
+    let before = lab.dispatches();
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert!(log.contains("Stopped after this round"), "{log}");
+    assert_eq!(lab.dispatches(), before, "no round 3: {log}");
+    lab.gh.assert_clean();
+}
+
+/// A command queued before `/execute abort` whose steer job runs after the round that stopped
+/// for the abort: it is applied, but it does not start the run the user stopped after it.
+#[test]
+fn a_command_given_before_an_abort_does_not_restart_the_run_after_it() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (proceed, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    lab.comment_jobs(91, 1, "/execute abort", false);
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok && log.contains("Stopped after this round"), "{log}");
+    let before = lab.dispatches();
+    let (_, text) = lab.comment_job_again(92, proceed, true);
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{text}");
+    assert_eq!(lab.dispatches(), before, "{text}");
+    lab.gh.assert_clean();
+}

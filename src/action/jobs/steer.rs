@@ -24,8 +24,9 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_by_marker, apply, catch_up, changes_plan, command_text, confirm,
-    record, said, steer_marker, waiting_on, with_trailer,
+    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_record, apply, authorised, catch_up,
+    changes_plan, command_text, confirm, record, said, steer_marker, take_aborts, waiting_on,
+    with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
@@ -130,8 +131,9 @@ impl Steer<'_> {
             client.comment(
                 trigger.pr_number,
                 &format!(
-                    "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n",
-                    command_text(&self.trigger.command)
+                    "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n{}\n",
+                    command_text(&self.trigger.command),
+                    authorised(&self.trigger.command)
                 ),
             ).await?;
         }
@@ -215,9 +217,22 @@ impl Steer<'_> {
         Ok(said("Refreshed the status comment."))
     }
 
-    /// `/execute abort`: the marker in the status comment that the running round reads.
+    /// `/execute abort`: its own record, which the running round's writer reads (found again
+    /// by its marker, so a re-run of this job writes it once), then the marker in the status
+    /// comment that says so.
     async fn abort(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
+        let (client, pr) = (self.client, self.trigger.pr_number);
         let by = format!("`/execute` by @{}", self.trigger.user);
+        let record = abort_record(self.trigger.comment_id);
+        let own = comment::trusted_marked(client, pr, self.inputs.me())
+            .await?
+            .own;
+        if !own.iter().any(|c| c.starts_with(&record)) {
+            let text = format!(
+                "{record}\n`/execute abort` ({by}): no round starts after the current one.\n"
+            );
+            client.comment(pr, &text).await?;
+        }
         let extra = format!(
             "{ABORT_MARKER}\n{}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
             abort_by_marker(self.trigger.comment_id)
@@ -294,10 +309,26 @@ impl Steer<'_> {
         Ok(())
     }
 
-    /// Starts a round on the branch.
+    /// Starts a round on the branch, unless `/execute abort` came after this command. One
+    /// given before it is taken back: the user starts the run again, and that round must not
+    /// stop after one pass (nor the status comment say it will).
     async fn start(&self, c: &Checkout) -> Result<Steered, ActionError> {
-        let branch = &self.branch;
-        crate::action::dispatch_round(self.client, &c.inputs, branch, branch).await?;
+        let (client, branch, pr) = (self.client, &self.branch, self.trigger.pr_number);
+        let (id, marked) = (
+            self.trigger.comment_id,
+            comment::trusted_marked(client, pr, self.inputs.me()).await?,
+        );
+        if let Some(abort) = abort_after(client, pr, &marked, id).await? {
+            return Ok(said(format!(
+                "`/execute abort` (comment {abort}) came after this command: no round started; `/execute` resumes."
+            )));
+        }
+        let how = "taken back by a later command that started the run";
+        if take_aborts(client, &marked, id, how).await {
+            self.write_status(&c.plan, &waiting_on(&c.plan), None)
+                .await?;
+        }
+        crate::action::dispatch_round(client, &c.inputs, branch, branch).await?;
         Ok(Steered {
             message: format!("Started a round on {branch}."),
             dispatched: Some(branch.clone()),

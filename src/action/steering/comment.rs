@@ -28,7 +28,7 @@ pub const STATUS_MARKER: &str = "<!-- dagexec:status -->";
 const PREFIX: &str = "/execute";
 
 /// What an `/execute` comment asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub enum SlashCommand {
     /// `/execute`: start, or resume where the branch stands.
     Start,

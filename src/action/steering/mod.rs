@@ -3,8 +3,8 @@
 //! comments): the commands and who may give them ([`comment`]); the queue of plan changes
 //! kept as dagexec's own comments, applied by whichever job writes the branch next
 //! ([`catch_up`]) and confirmed after the push ([`confirm`]); their record in the branch's
-//! history ([`STEERED_TRAILER`]); the questions a task asks on the pull request; and the
-//! abort marker in the status comment.
+//! history ([`STEERED_TRAILER`]); the questions a task asks on the pull request; and
+//! `/execute abort`: its own record and its marker in the status comment.
 //!
 //! Every writer of the branch applies the changes queued on the pull request ([`catch_up`]),
 //! each once: the record is the commit that settled it (its last line, [`STEERED_TRAILER`])
@@ -23,7 +23,7 @@ use comment::SlashCommand;
 use queue::still_a_command;
 pub(crate) use queue::{Queue, catch_up, confirm, settled_since};
 pub use record::{PROCEED_FIELD, STEERED_TRAILER, apply, changes_plan, retry, steer_marker};
-pub(crate) use record::{command_text, record, with_trailer};
+pub(crate) use record::{authorised, command_text, record, with_trailer};
 
 /// What an `/execute` command did (on a pull request, `jobs::steer`; on a parent issue,
 /// [`issue`]), for the log and the job's outputs.
@@ -48,35 +48,68 @@ pub(crate) fn said(message: impl Into<String>) -> Steered {
 pub const ABORT_MARKER: &str = "<!-- dagexec:abort-requested -->";
 /// After [`ABORT_MARKER`]: the `/execute abort` comment that asked, `<!-- dagexec:abort-by:<id> -->`.
 pub const ABORT_BY_PREFIX: &str = "<!-- dagexec:abort-by:";
+/// The start of an abort's own record, `<!-- dagexec:abort:<id> -->`: dagexec's comment that
+/// `/execute abort` comment `<id>` asked to stop, written by the comment job before it marks the
+/// status comment. No status rewrite touches it, so an abort given while a writer rewrites the
+/// status comment is not lost with the marker.
+const ABORT_RECORD_PREFIX: &str = "<!-- dagexec:abort:";
+/// In an abort's record: the stop it asked for was taken (a writer stopped for it, or a later
+/// command started the run again); it stops nothing more.
+const ABORT_TAKEN: &str = "<!-- dagexec:abort-taken -->";
 
 /// The marker naming `/execute abort` comment `id`.
 pub fn abort_by_marker(id: u64) -> String {
     format!("{ABORT_BY_PREFIX}{id} -->")
 }
 
+/// The marker of the record of `/execute abort` comment `id`.
+pub(crate) fn abort_record(id: u64) -> String {
+    format!("{ABORT_RECORD_PREFIX}{id} -->")
+}
+
+/// The abort records among dagexec's own comments: the comment, the `/execute abort` it names,
+/// and whether that stop was taken.
+fn abort_records(marked: &comment::Trusted) -> impl Iterator<Item = (u64, u64, bool)> + '_ {
+    marked.own.iter().filter_map(|c| {
+        let rest = c.body.trim_start().strip_prefix(ABORT_RECORD_PREFIX)?;
+        let id = rest.split(" -->").next()?.trim().parse().ok()?;
+        Some((c.id, id, c.body.contains(ABORT_TAKEN)))
+    })
+}
+
 /// Whether a stop after the current round was asked for on pull request `pr`: one of
-/// dagexec's own status comments (`marked`) holds [`ABORT_MARKER`] and names an `/execute
-/// abort` comment that is on this pull request, by a person with write access now. Any
-/// workflow that comments with `GITHUB_TOKEN` writes as dagexec's comment job does, so the
-/// marker alone stops nothing.
+/// dagexec's own status comments (`marked`) holds [`ABORT_MARKER`], or an abort's own record
+/// is not taken yet, naming an `/execute abort` comment that is on this pull request, by a
+/// person with write access now. Any workflow that comments with `GITHUB_TOKEN` writes as
+/// dagexec's comment job does, so the marker alone stops nothing. A stop found is taken: the
+/// records in `marked` say so from now on (the caller stops), so the next run, which
+/// `/execute` starts, does not stop for it again.
 pub async fn abort_confirmed(
     client: &Client,
     pr: u64,
     marked: &comment::Trusted,
 ) -> Result<bool, ActionError> {
-    if !marked.abort_requested(ABORT_MARKER) {
-        return Ok(false);
-    }
-    let ids: std::collections::BTreeSet<u64> = marked
+    let taken: std::collections::BTreeSet<u64> =
+        abort_records(marked).filter(|r| r.2).map(|r| r.1).collect();
+    let named: std::collections::BTreeSet<u64> = marked
         .own
         .iter()
         .filter(|c| c.starts_with(comment::STATUS_MARKER) && c.body.contains(ABORT_MARKER))
         .flat_map(|c| c.body.split(ABORT_BY_PREFIX).skip(1))
         .filter_map(|rest| rest.split(" -->").next()?.trim().parse().ok())
+        .chain(abort_records(marked).filter(|r| !r.2).map(|r| r.1))
         .collect();
-    for id in ids {
+    let asked: Vec<u64> = named.difference(&taken).copied().collect();
+    if asked.is_empty() && (!named.is_empty() || !marked.abort_requested(ABORT_MARKER)) {
+        return Ok(false);
+    }
+    for id in asked {
         match still_a_command(client, pr, id).await? {
-            Ok((_, Some(SlashCommand::Abort))) => return Ok(true),
+            Ok((_, Some(SlashCommand::Abort))) => {
+                let how = "the run stopped for it; comment `/execute` to resume";
+                take_aborts(client, marked, u64::MAX, how).await;
+                return Ok(true);
+            }
             Ok(_) => tracing::warn!(comment = id, "the abort marker names no `/execute abort`"),
             Err(why) => tracing::warn!(comment = id, "abort not believed: {why}"),
         }
@@ -85,6 +118,45 @@ pub async fn abort_confirmed(
         "warning: a status comment asks to stop, but names no `/execute abort` a person with write access gave on this pull request; not stopping"
     );
     Ok(false)
+}
+
+/// An `/execute abort` a writer gave on pull request `pr` after comment `after` (its record in
+/// `marked`, taken or not): the run it stopped is not started again by an earlier command.
+pub(crate) async fn abort_after(
+    client: &Client,
+    pr: u64,
+    marked: &comment::Trusted,
+    after: u64,
+) -> Result<Option<u64>, ActionError> {
+    for (_, id, _) in abort_records(marked).filter(|r| r.1 > after) {
+        if let Ok((_, Some(SlashCommand::Abort))) = still_a_command(client, pr, id).await? {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// Marks the abort records in `marked` that name an `/execute abort` comment older than
+/// `before` as taken (`how`: what took it); whether there was any. One that cannot be
+/// rewritten stays as it is: a later writer stops for it once more, which loses nothing.
+pub(crate) async fn take_aborts(
+    client: &Client,
+    marked: &comment::Trusted,
+    before: u64,
+    how: &str,
+) -> bool {
+    let mut any = false;
+    for (comment, id, _) in abort_records(marked).filter(|r| !r.2 && r.1 < before) {
+        any = true;
+        let body = format!(
+            "{}\n{ABORT_TAKEN}\n`/execute abort` (comment {id}): {how}.\n",
+            abort_record(id)
+        );
+        if let Err(e) = client.update_comment(comment, &body).await {
+            tracing::warn!(comment, "could not mark an abort as taken: {e}");
+        }
+    }
+    any
 }
 
 /// The question a plain BLOCKED result of the task named `name` asks.
@@ -127,26 +199,31 @@ pub fn question_marker(key: &str) -> String {
     format!("<!-- dagexec:question:{key} -->")
 }
 
-/// The text of the question comment of the task at plan index `index`, named `name` in
-/// messages and replies: the question, its options, the exact replies.
-pub fn question_comment(
-    index: usize,
-    name: &str,
-    subject: &str,
-    q: &crate::pure::question::Question,
-) -> String {
-    let mut s = format!(
-        "{}\n### dagexec: task {name} ({}) needs you\n\n{}\n",
-        question_marker(&index.to_string()),
-        subject.lines().next().unwrap_or(""),
-        q.text.trim()
+/// The text of the question comment of the task at plan index `index` of `plan`: the
+/// question, its options, the exact replies. A worker's words are made inert
+/// ([`crate::action::report::inert`]); only the question the issues source asks itself (its
+/// task waits for an issue outside the plan) links the issues it names.
+pub fn question_comment(plan: &Plan, index: usize, q: &crate::pure::question::Question) -> String {
+    use crate::sources::issues::convert::{OUTSIDE, TASK_FIELD};
+    let (name, task) = (
+        crate::pure::plan::ids::name(plan, index),
+        &plan.tasks[index],
     );
+    let mut asked = format!("{}\n", q.text.trim());
     if !q.options.is_empty() {
-        s.push_str("\nOptions:\n");
+        asked.push_str("\nOptions:\n");
         for (n, c) in q.options.iter().enumerate() {
-            s.push_str(&format!("{}. `{}` — {}\n", n + 1, c.key, c.description));
+            asked.push_str(&format!("{}. `{}` — {}\n", n + 1, c.key, c.description));
         }
     }
+    if !(task.extra.contains_key(TASK_FIELD) && q.blocked_at.as_deref() == Some(OUTSIDE)) {
+        asked = crate::action::report::inert(&asked);
+    }
+    let mut s = format!(
+        "{}\n### dagexec: task {name} ({}) needs you\n\n{asked}",
+        question_marker(&index.to_string()),
+        task.subject.lines().next().unwrap_or(""),
+    );
     let example = match q.kind {
         crate::pure::question::Kind::Decision => q
             .options
@@ -161,11 +238,90 @@ pub fn question_comment(
     s
 }
 
-/// The pre-flight question: the failed checks and the reply that proceeds anyway.
+/// The pre-flight question: the failed checks (their output in a block no fence in it ends)
+/// and the reply that proceeds anyway.
 pub fn preflight_comment(message: &str) -> String {
+    let longest = message.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
     format!(
-        "{}\n### dagexec: pre-flight checks failed\n\n```\n{}\n```\n\nFix what they check and comment `/execute`, or reply with a comment:\n\n```\n/execute proceed\n```\n\nto run anyway.\n",
+        "{}\n### dagexec: pre-flight checks failed\n\n{fence}\n{}\n{fence}\n\nFix what they check and comment `/execute`, or reply with a comment:\n\n```\n/execute proceed\n```\n\nto run anyway.\n",
         question_marker("preflight"),
         message.trim()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::pure::question::{Choice, Kind, Question};
+
+    /// A queued answer's marker records what was authorised in a line of its own size, so
+    /// the longest answer GitHub takes still fits in the marker comment, and is not refused
+    /// as edited.
+    #[test]
+    fn the_authorised_record_of_any_answer_is_short() {
+        let answer = |text: &str| super::comment::SlashCommand::Answer {
+            task: "1".into(),
+            text: text.into(),
+        };
+        let long = super::authorised(&answer(&"x".repeat(65_000)));
+        assert!(long.len() < 100, "{}", long.len());
+        assert_ne!(long, super::authorised(&answer(&"x".repeat(64_999))));
+    }
+
+    /// Failed checks' output (of the branch's code, which workers wrote) stays inside its
+    /// block: a fence in it does not end the block and let a mention out.
+    #[test]
+    fn the_preflight_output_cannot_end_its_code_block() {
+        let c = super::preflight_comment("bad:\n```\n@octocat\n``````");
+        assert!(
+            c.contains("\n```````\nbad:\n```\n@octocat\n``````\n```````\n"),
+            "{c}"
+        );
+    }
+
+    /// A worker's question mentions nobody and links no issue on the pull request, but what
+    /// it writes as code stays exactly as written.
+    #[test]
+    fn a_workers_question_is_inert_outside_its_code() {
+        let q = Question {
+            options: vec![Choice {
+                key: "pg".into(),
+                description: "ask @dba-team, see #12".into(),
+            }],
+            ..Question::new(
+                Kind::Decision,
+                "Fixes #7? @octocat said `git log @{u} #3` and\n\n```sh\necho @here #9 &amp;\n```\nthen `x`@y".into(),
+            )
+        };
+        let mut plan: crate::pure::plan::Plan = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "progress": {"completedTasks": []},
+            "tasks": [{"subject": "Subject", "status": "blocked", "blockedBy": []}]
+        }))
+        .unwrap();
+        let c = super::question_comment(&plan, 0, &q);
+        for inert in [
+            "Fixes #&#8203;7? @&#8203;octocat said `git log @{u} #3` and",
+            "```sh\necho @here #9 &amp;\n```\nthen `x`@&#8203;y",
+            "1. `pg` — ask @&#8203;dba-team, see #&#8203;12",
+        ] {
+            assert!(c.contains(inert), "{inert}\n{c}");
+        }
+        // The issues source's own question about an issue outside the plan links it.
+        let issue = crate::sources::issues::convert::TASK_FIELD;
+        plan.tasks[0]
+            .extra
+            .insert(issue.into(), serde_json::json!({"number": 6}));
+        let waits = Question {
+            blocked_at: Some(crate::sources::issues::convert::OUTSIDE.into()),
+            ..Question::new(Kind::Action, "#6 waits for #90".into())
+        };
+        assert!(super::question_comment(&plan, 0, &waits).contains("\n#6 waits for #90\n"));
+        // Not a worker's that claims to be about one.
+        let claims = Question {
+            text: "@octocat".into(),
+            ..waits.clone()
+        };
+        plan.tasks[0].extra.clear();
+        assert!(super::question_comment(&plan, 0, &claims).contains("@&#8203;octocat"));
+    }
 }

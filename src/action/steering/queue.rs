@@ -4,8 +4,8 @@
 
 use super::comment::{self, SlashCommand, Trigger};
 use super::record::{
-    STEER_MARKER_PREFIX, SettledCommand, apply, changes_plan, record, settled_between,
-    settled_in_history, steer_marker, steered, with_trailer,
+    AUTHORISED_PREFIX, STEER_MARKER_PREFIX, SettledCommand, apply, authorised, changes_plan,
+    record, settled_between, settled_in_history, steer_marker, steered, with_trailer,
 };
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::Repo;
@@ -37,6 +37,9 @@ struct Marker {
     comment: u64,
     /// It says the command was settled.
     settled: bool,
+    /// The command as the comment job authorised it ([`authorised`]); none in a marker an
+    /// earlier dagexec wrote.
+    authorised: Option<String>,
 }
 
 /// dagexec's own steer markers on pull request `pr` (a stranger's marker is no command).
@@ -57,6 +60,9 @@ async fn markers(
                 id: id.trim().parse().ok()?,
                 comment: c.id,
                 settled: status.starts_with("✅") || status.starts_with("❌"),
+                authorised: (status.lines())
+                    .find(|l| l.starts_with(AUTHORISED_PREFIX))
+                    .map(str::to_string),
             })
         })
         .collect())
@@ -238,9 +244,9 @@ pub(crate) async fn catch_up(
         let (user, command) = match known.filter(|t| t.comment_id == id && t.pr_number == pr) {
             // The command this job was started for: its author's permission was checked by
             // this job, and it is on this pull request.
-            Some(t) => (t.user.clone(), Some(t.command.clone())),
+            Some(t) => (t.user.clone(), Ok(Some(t.command.clone()))),
             None => match still_a_command(client, pr, id).await? {
-                Ok(found) => found,
+                Ok((user, command)) => (user, as_queued(&markers, id, command)),
                 Err(why) => {
                     out.note(id, false);
                     rewrite(client, id, &marks, &format!("❌ Not applied: {why}")).await;
@@ -267,21 +273,40 @@ impl CaughtUp {
     }
 }
 
-/// Applies `command` (comment `id`, by `user`; `None`: it holds none now) to the plan and
-/// commits it with its record, applied or refused: the line for the log, and whether it was
-/// applied.
+/// `command`, which comment `id` holds now, if it is what its queued `markers` say the comment
+/// job authorised (or they say nothing, as an earlier dagexec's did); else why it is not applied.
+fn as_queued(
+    markers: &[Marker],
+    id: u64,
+    command: Option<SlashCommand>,
+) -> Result<Option<SlashCommand>, String> {
+    let queued = markers.iter().filter(|m| m.id == id);
+    let said: Vec<&str> = queued.filter_map(|m| m.authorised.as_deref()).collect();
+    let now = command.as_ref().map(authorised);
+    if said.is_empty() || said.iter().any(|a| now.as_deref() == Some(*a)) {
+        return Ok(command);
+    }
+    Err(format!(
+        "Comment {id} was edited after it was queued, and dagexec applies a command only as it was given; nothing was applied (comment the command again)."
+    ))
+}
+
+/// Applies `command` (comment `id`, by `user`; `None`: it holds none now; `Err`: why it is
+/// not applied) to the plan and commits it with its record, applied or refused: the line for
+/// the log, and whether it was applied.
 fn commit_command(
     q: Queue<'_>,
     plan: &mut Plan,
     dag: &crate::pure::graph::Dag,
     id: u64,
     user: &str,
-    command: Option<SlashCommand>,
+    command: Result<Option<SlashCommand>, String>,
 ) -> Result<(String, bool), ActionError> {
     let by = format!("`/execute` by @{user}");
     let outcome = match command {
-        Some(command) if changes_plan(&command) => apply(plan, dag, &command, &by),
-        _ => Err(format!(
+        Ok(Some(command)) if changes_plan(&command) => apply(plan, dag, &command, &by),
+        Err(why) => Err(why),
+        Ok(_) => Err(format!(
             "Comment {id} no longer holds a command that changes the plan; nothing was applied."
         )),
     };

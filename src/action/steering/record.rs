@@ -27,6 +27,23 @@ pub fn steer_marker(id: u64) -> String {
     format!("{STEER_MARKER_PREFIX}{id} -->")
 }
 
+/// In a queued marker, the command as the comment job authorised it, `<!-- dagexec:command:<the
+/// SHA-256 of its JSON, in base64> -->`: GitHub's API does not say who edited a comment (its
+/// author, another writer, an App's token), so a command edited since it was queued is not
+/// applied in its author's name.
+pub(super) const AUTHORISED_PREFIX: &str = "<!-- dagexec:command:";
+
+/// The line of a queued marker that records `command` as authorised (SHA-256 from the TLS
+/// stack dagexec links: an answer of any length fits, and no other command has its line).
+pub(crate) fn authorised(command: &SlashCommand) -> String {
+    use base64::Engine as _;
+    let json = serde_json::to_vec(command).expect("commands serialise");
+    let suite = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256.tls13();
+    let sha256 = suite.expect("a TLS 1.3 suite").common.hash_provider;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(sha256.hash(&json));
+    format!("{AUTHORISED_PREFIX}{encoded} -->")
+}
+
 pub(super) use crate::pure::plan::fields::STEERED as STEERED_FIELD;
 
 /// How many settled comments the plan's cache keeps (the record itself is not capped).
@@ -361,7 +378,7 @@ mod tests {
             blocked_at: None,
             reply: None,
         };
-        let comment = super::super::question_comment(1, "13.3", "b", &q);
+        let comment = super::super::question_comment(&plan, 1, &q);
         assert!(comment.contains("/execute answer 13.3 done"), "{comment}");
         assert!(comment.contains("`/execute retry 13.3`"), "{comment}");
     }
