@@ -342,10 +342,18 @@ pub fn pr_body(
             s.push_str("Every task completed: this pull request is ready for review.\n\n");
         }
         Some(RunStop::CircuitBreaker(why) | RunStop::Deadlock(why) | RunStop::Budget(why)) => {
-            let _ = writeln!(s, "> [!WARNING]\n> Execution stopped: {}\n", cell(why, 300));
+            let _ = writeln!(
+                s,
+                "> [!WARNING]\n> Execution stopped: {}\n",
+                inert(&cell(why, 300))
+            );
         }
         Some(RunStop::NeedsInput(why)) => {
-            let _ = writeln!(s, "> [!IMPORTANT]\n> Waiting for you: {}\n", cell(why, 300));
+            let _ = writeln!(
+                s,
+                "> [!IMPORTANT]\n> Waiting for you: {}\n",
+                inert(&cell(why, 300))
+            );
         }
         None => s.push_str("Execution is in progress; this body is updated after every round.\n\n"),
     }
@@ -1041,6 +1049,22 @@ mod tests {
             cut.ends_with("| 0 |\n\n\n_The table's last lines are not shown here; `dagexec status` on the branch lists them all._\n"),
             "{cut}"
         );
+    }
+
+    /// Why the run stopped can carry a worker's words (a refused credential's stop names the
+    /// attempt's result): in the pull request's body they reference and mention nothing.
+    #[test]
+    fn a_stop_reason_in_the_body_references_nothing() {
+        for stop in [
+            RunStop::Budget("task 0: Fixes #12, cc @octocat".into()),
+            RunStop::NeedsInput("task 0 asks: Fixes #12, cc @octocat".into()),
+        ] {
+            let body = pr_body(&plan(), 2, &links(), Some(&stop), ran());
+            assert!(
+                !body.contains("#12") && !body.contains("@octocat"),
+                "{body}"
+            );
+        }
     }
 
     #[test]
