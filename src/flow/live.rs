@@ -8,7 +8,9 @@
 //! reads these files before it resumes ([`left`]): a task that was in progress when the run
 //! died gets the record of its last attempt — unless the plan already holds it (an attempt
 //! that ended and was recorded, or stopped by Ctrl-C) — so the plan's totals and `max-cost`
-//! count what it spent. Every file is removed once read.
+//! count what it spent. An attempt that ended without failing leaves its own record there too
+//! ([`ended`]), so that a crash before its round's commit gives it back. Every file is
+//! removed once read.
 
 use std::path::{Path, PathBuf};
 
@@ -29,14 +31,34 @@ pub(crate) struct Running {
     pub start: jiff::Timestamp,
 }
 
+/// The live file of attempt `attempt` of `task` (a rebase's apart).
+fn file_of(common_dir: &Path, task: usize, attempt: u32, rebase: bool) -> PathBuf {
+    dir(common_dir).join(format!(
+        "task-{task}-attempt-{attempt}{}.json",
+        if rebase { "-rebase" } else { "" }
+    ))
+}
+
+/// Keeps the record of an attempt that ended without failing (completed, or asked a
+/// question) in its live file until its round commits: a crash before that commit then
+/// leaves the record by which the next run gives the attempt back
+/// ([`crate::pure::update::prepare_resume`]) rather than count it as cut short. A small
+/// file, not the plan: the plan is saved when attempts start, and saving it again at every
+/// arrival cost a large plan its whole size each time.
+pub(crate) fn ended(common_dir: &Path, record: &AttemptRecord) {
+    let path = file_of(common_dir, record.task, record.attempt, record.rebase);
+    let bytes = serde_json::to_vec(record).expect("a record serialises");
+    if let Err(e) = crate::edge::fsx::write(common_dir, &path, &bytes) {
+        tracing::warn!(
+            "task {}: cannot keep the attempt's record: {e}",
+            record.task
+        );
+    }
+}
+
 impl Running {
     fn file(&self, common_dir: &Path) -> PathBuf {
-        dir(common_dir).join(format!(
-            "task-{}-attempt-{}{}.json",
-            self.task,
-            self.attempt,
-            if self.rebase { "-rebase" } else { "" }
-        ))
+        file_of(common_dir, self.task, self.attempt, self.rebase)
     }
 
     /// The attempt's record if it ended now, having spent `usage`: outcome `interrupted`, no
@@ -126,7 +148,8 @@ pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Vec<AttemptRecord> {
 
 /// Of `found` (records read from live files), those a crash kept from the plan: of a task in
 /// progress, its last attempt, not recorded yet (the same task, attempt, start and rebase),
-/// with the outcome `interrupted` and no signal.
+/// with the outcome `interrupted` and no signal — unless it ended, completed or blocked
+/// ([`ended`]): that outcome is kept.
 fn unrecorded(plan: &Plan, found: Vec<AttemptRecord>) -> Vec<AttemptRecord> {
     let recorded = crate::pure::usage::records(plan);
     found
@@ -144,10 +167,13 @@ fn unrecorded(plan: &Plan, found: Vec<AttemptRecord>) -> Vec<AttemptRecord> {
                     && k.rebase == r.rebase
             })
         })
-        .map(|r| AttemptRecord {
-            outcome: Outcome::Interrupted,
-            signal: None,
-            ..r
+        .map(|r| match r.outcome {
+            Outcome::Completed | Outcome::Blocked => r,
+            _ => AttemptRecord {
+                outcome: Outcome::Interrupted,
+                signal: None,
+                ..r
+            },
         })
         .collect()
 }
@@ -208,6 +234,29 @@ mod tests {
         assert!(unrecorded(&p, vec![live.clone()]).is_empty());
         let other = record(2, "2026-11-28T11:00:00Z", 0.2);
         assert_eq!(unrecorded(&p, vec![other.clone()]), vec![other]);
+    }
+
+    /// An attempt that ended before the crash left its own record ([`ended`]): taken with its
+    /// outcome, so resume gives the attempt back; any other outcome reads as cut short.
+    #[test]
+    fn an_attempt_that_ended_keeps_its_outcome_from_its_live_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = "2026-11-28T10:00:00Z";
+        for (outcome, kept) in [
+            (Outcome::Completed, Outcome::Completed),
+            (Outcome::Blocked, Outcome::Blocked),
+            (Outcome::Failed, Outcome::Interrupted),
+        ] {
+            let done = AttemptRecord {
+                outcome,
+                ..record(2, s, 0.5)
+            };
+            ended(dir.path(), &done);
+            let left = left(dir.path(), &plan("in_progress", 2));
+            assert_eq!(left.len(), 1, "{outcome:?}");
+            assert_eq!(left[0].outcome, kept, "{outcome:?}");
+            clear(dir.path());
+        }
     }
 
     /// A rebase attempt (`overlap: merge`) that Ctrl-C stopped is recorded by the pool, with

@@ -68,9 +68,8 @@ impl Executor for Local<'_> {
         save(plan, self.opts)
     }
 
-    fn keep(&mut self, plan: &mut Plan) -> Result<(), RunError> {
-        let _held = self.pool.memory.apply(plan);
-        save(plan, self.opts)
+    fn keep(&mut self, record: &crate::pure::usage::AttemptRecord) {
+        crate::flow::live::ended(self.repo.common_dir(), record);
     }
 
     async fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), RunError> {

@@ -148,6 +148,10 @@ fn keep_live_spend(
     let names = crate::pure::plan::ids::TaskNames::of(plan);
     for r in &left {
         crate::pure::usage::record(plan, r);
+        // One that ended is given back when resume finds it (`update::prepare_resume`).
+        if r.outcome != crate::pure::usage::Outcome::Interrupted {
+            continue;
+        }
         ui.say(format!(
             "Task {} attempt {} was cut short when the last run stopped; what it spent through the model gateway is recorded: {}.",
             names.get(r.task),

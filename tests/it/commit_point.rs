@@ -234,12 +234,8 @@ fn a_taskmaster_run_killed_before_its_round_commit_does_the_round_again() {
     };
     let ran = run(Some("before-commit:1"));
     assert_eq!(ran.code(), None, "killed\n{}", ran.text());
-    // No task's status says completed (the attempt's record may: it did complete).
     let generated = std::fs::read_to_string(dir.path().join(GENERATED)).unwrap();
-    let p: serde_json::Value = serde_json::from_str(&generated).unwrap();
-    for t in p["tasks"].as_array().unwrap() {
-        assert_ne!(t["status"], "completed", "{generated}");
-    }
+    assert!(!generated.contains("\"completed\""), "{generated}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join(TM)).unwrap(),
         json,

@@ -261,13 +261,11 @@ pub trait Executor {
     fn retries_in_place(&self) -> bool;
     /// Writes the plan where the executor keeps it (an attempt is counted before it starts).
     fn save(&mut self, plan: &mut Plan) -> Result<(), Self::Error>;
-    /// Writes the plan with the record of an attempt that completed before its round commits,
-    /// starting nothing: locally, a crash before that commit then gives the attempt back
-    /// ([`crate::pure::update::prepare_resume`]). Nothing where the plan is not resumed from
-    /// the work tree (the conductor).
-    fn keep(&mut self, _plan: &mut Plan) -> Result<(), Self::Error> {
-        Ok(())
-    }
+    /// Keeps the record of an attempt that ended without failing, before its round commits:
+    /// locally, a crash before that commit then gives the attempt back
+    /// ([`crate::flow::live::ended`]). Nothing where the plan is not resumed from the work
+    /// tree (the conductor).
+    fn keep(&mut self, _record: &crate::pure::usage::AttemptRecord) {}
     /// Starts an attempt from the round as staged so far; its task is in progress and the
     /// attempt counted (and saved). `round` is the round it belongs to.
     async fn start(
@@ -356,11 +354,10 @@ fn arrive<X: Executor>(
     standing.judged(j);
     if let Some(r) = j.record() {
         crate::pure::usage::record(plan, &r);
-        // Saved at once when it did not fail: a crash before the round's commit then leaves
-        // the record that gives the attempt back (`update::prepare_resume`); a failure
-        // stands, and its retry's start saves it.
+        // Kept at once when it did not fail: a crash before the round's commit then gives
+        // the attempt back; a failure stands, and its retry's start saves its record.
         if matches!(j.verdict.status, Status::Completed | Status::Blocked) && !j.rebase {
-            x.keep(plan)?;
+            x.keep(&r);
         }
     }
     for w in &j.verdict.warnings {
