@@ -1679,29 +1679,6 @@ fn the_branch_holds_round_commits_only_and_starts_are_recorded_beside_it() {
     lab.gh.assert_clean();
 }
 
-/// The agent's unprivileged user, made as the action's step makes it
-/// (`scripts/install-action.sh agent-user`); `None` where dagexec's tests do not run as root.
-fn agent_user() -> Option<String> {
-    let out = std::process::Command::new("id").arg("-u").output().unwrap();
-    if String::from_utf8_lossy(&out.stdout).trim() != "0" {
-        return None;
-    }
-    let outputs = tempfile::NamedTempFile::new().unwrap();
-    let made = std::process::Command::new("bash")
-        .arg(crate::common::manifest().join("scripts/install-action.sh"))
-        .arg("agent-user")
-        .env("GITHUB_OUTPUT", outputs.path())
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let said = std::fs::read_to_string(outputs.path()).unwrap();
-    let user = said.lines().find_map(|l| l.strip_prefix("user="));
-    Some(
-        user.unwrap_or_else(|| panic!("no agent user: {said}"))
-            .to_string(),
-    )
-}
-
 /// Issue 36: a plan job that also conducts holds the write token, so the plan's pre-flight
 /// checks run in it as the agent's user: a check that tries to write the checkout (and its
 /// `.git`), the runner's `$GITHUB_PATH` and `$GITHUB_ENV`, and to read the token from the
@@ -1711,7 +1688,7 @@ fn a_conducting_plan_jobs_pre_flight_checks_run_as_the_agents_user_and_reach_not
     // The user is made (again) here and the check's job runs as it: not while the act test
     // of the sudo path has removed it (`common::agent_user`).
     let _agent_user = crate::common::agent_user::shared();
-    let Some(agent) = agent_user() else {
+    let Some(agent) = crate::common::agent_user::made() else {
         return;
     };
     let mut tasks = vec![
