@@ -148,6 +148,19 @@ fn work_tree_of(dir: &Path) -> Option<&Path> {
         .find(|a| fs::symlink_metadata(a.join(".git")).is_ok())
 }
 
+/// The regular file at `path`, open for reading (a link to one is followed); anything else —
+/// a FIFO task code left there, a device — is an error at once, never waited on.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
 /// The root to check `path` against when the caller names none: the git work tree it is in,
 /// else its directory.
 pub fn default_root(path: &Path) -> &Path {

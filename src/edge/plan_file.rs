@@ -3,7 +3,6 @@
 //! write" convention, through [`crate::edge::fsx`]), and its declared paths checked against
 //! the work tree ([`check_in`]).
 
-use std::fs;
 use std::path::Path;
 
 use crate::pure::graph::Dag;
@@ -30,20 +29,11 @@ pub fn load(path: &Path) -> Result<Plan, PlanError> {
     parse(&text, path)
 }
 
-/// The text of the regular file at `path` (a link to one is followed); anything else — a
-/// FIFO task code left in the checkout, a device — is an error at once, never waited on.
+/// The text of the regular file at `path` ([`crate::edge::fsx::open_regular`]).
 fn read_regular(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
     let mut text = String::new();
-    file.read_to_string(&mut text)?;
+    crate::edge::fsx::open_regular(path)?.read_to_string(&mut text)?;
     Ok(text)
 }
 
@@ -105,6 +95,7 @@ pub fn check_in(plan: &Plan, plan_rel: Option<&str>, root: &Path) -> Result<Dag,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::OpenOptionsExt;
 
     #[test]

@@ -115,15 +115,8 @@ impl Reader for Taskmaster {
 /// without waiting for a writer, and a device or a growing file is never read to its end.
 fn head(path: &Path) -> Vec<u8> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let mut head = Vec::new();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path);
-    if let Ok(file) = file
-        && file.metadata().is_ok_and(|m| m.is_file())
-    {
+    if let Ok(file) = crate::edge::fsx::open_regular(path) {
         let _ = file.take(4096).read_to_end(&mut head);
     }
     head
