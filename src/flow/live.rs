@@ -167,13 +167,15 @@ fn unrecorded(plan: &Plan, found: Vec<AttemptRecord>) -> Vec<AttemptRecord> {
                     && k.rebase == r.rebase
             })
         })
-        .map(|r| match r.outcome {
-            Outcome::Completed | Outcome::Blocked => r,
-            _ => AttemptRecord {
+        .map(|r| {
+            if r.outcome.ended_well() {
+                return r;
+            }
+            AttemptRecord {
                 outcome: Outcome::Interrupted,
                 signal: None,
                 ..r
-            },
+            }
         })
         .collect()
 }

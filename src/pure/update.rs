@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use crate::pure::graph::Dag;
 use crate::pure::plan::model::{Agent, CompletedTask, Metadata, Plan, Status, Task};
-use crate::pure::usage::Outcome;
 
 /// One task's outcome for the round, as the processor decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,8 +338,7 @@ pub fn prepare_resume(plan: &mut Plan) -> ResumeWork {
                 let last = records
                     .iter()
                     .rfind(|r| r.task == i && r.attempt == t.attempts() && !r.rebase);
-                if last.is_some_and(|r| matches!(r.outcome, Outcome::Completed | Outcome::Blocked))
-                {
+                if last.is_some_and(|r| r.outcome.ended_well()) {
                     t.attempts = Some(t.attempts() - 1).filter(|&n| n > 0);
                     work.given_back.push(i);
                 }
@@ -683,7 +681,7 @@ mod tests {
     /// rebase's record, or an earlier attempt's completion: still counted.
     #[test]
     fn resume_gives_back_an_attempt_that_completed_before_the_crash() {
-        use crate::pure::usage::{AttemptRecord, Measured, record};
+        use crate::pure::usage::{AttemptRecord, Measured, Outcome, record};
         let mut p = example("auth-v2.json");
         let at = |task, attempt, outcome| {
             let m = Measured::since(jiff::Timestamp::now(), Default::default());

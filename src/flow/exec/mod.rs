@@ -356,7 +356,7 @@ fn arrive<X: Executor>(
         crate::pure::usage::record(plan, &r);
         // Kept at once when it did not fail: a crash before the round's commit then gives
         // the attempt back; a failure stands, and its retry's start saves its record.
-        if matches!(j.verdict.status, Status::Completed | Status::Blocked) && !j.rebase {
+        if r.outcome.ended_well() && !j.rebase {
             x.keep(&r);
         }
     }

@@ -217,6 +217,12 @@ impl Outcome {
             _ => Outcome::Failed,
         }
     }
+
+    /// Whether the attempt ended without failing (completed, or asked a question): one a
+    /// crash or an interrupt kept from its round's commit is given back, not counted.
+    pub fn ended_well(self) -> bool {
+        matches!(self, Outcome::Completed | Outcome::Blocked)
+    }
 }
 
 impl fmt::Display for Outcome {
