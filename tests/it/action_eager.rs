@@ -731,11 +731,11 @@ fn a_conductor_that_found_execute_abort_stops_at_its_handover_instead_of_startin
         ],
         r#"#!/bin/sh
 cat > /dev/null
-[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 8
+[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 14
 echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
 "#,
     ));
-    let conductor = lab.conductor(1, &[("DAGEXEC_HANDOVER_AFTER", "4s")]);
+    let conductor = lab.conductor(1, &[("DAGEXEC_HANDOVER_AFTER", "8s")]);
     let threads = lab.abort_once_the_status_comment_exists();
     let code = lab.drive(conductor, Duration::from_secs(60));
     for t in threads {
