@@ -37,8 +37,8 @@ pub(crate) struct RoundCommit<'a> {
 /// before any worker runs again: no worker ever runs while it exists.
 #[derive(Default)]
 pub(crate) struct RoundBuild {
-    /// The accepted patches, in the order they were applied.
-    pub(super) accepted: Vec<crate::edge::git::Patch>,
+    /// The accepted patches, in the order they were applied, each with its task.
+    pub(super) accepted: Vec<(usize, crate::edge::git::Patch)>,
     /// How each of the round's tasks ended so far.
     pub(super) decided: Decided,
     /// Tasks whose changes are in the index, with the paths they touch.
@@ -60,7 +60,7 @@ impl RoundBuild {
     /// The round's temporary index: `HEAD` with the accepted patches applied.
     pub(super) fn index(&self, repo: &Repo) -> Result<RoundIndex, RunError> {
         let index = repo.round_index()?;
-        for patch in &self.accepted {
+        for (_, patch) in &self.accepted {
             index
                 .apply_patch(patch)
                 .map_err(|e| RunError::Other(format!("cannot rebuild the round: {}", e.message)))?;
@@ -114,13 +114,12 @@ impl RoundBuild {
                             None
                         }
                         Err(e) => {
-                            let touched: BTreeSet<&String> = j.touched.iter().collect();
-                            let culprit = applied
-                                .iter()
-                                .find(|(_, files)| files.iter().any(|f| touched.contains(f)))
-                                .map_or("the branch".to_string(), |(k, _)| {
-                                    format!("task {}", crate::pure::plan::ids::name(plan, *k))
-                                });
+                            let culprit = match culprit(repo, accepted, &j.patch)? {
+                                Some(k) => {
+                                    format!("task {}", crate::pure::plan::ids::name(plan, k))
+                                }
+                                None => "the branch".to_string(),
+                            };
                             Some(format!(
                                 "conflicts with {culprit}: {}",
                                 e.message.lines().next().unwrap_or("")
@@ -337,16 +336,30 @@ pub fn commit_message(
 /// task's files.
 fn land(
     index: &RoundIndex,
-    accepted: &mut Vec<crate::edge::git::Patch>,
+    accepted: &mut Vec<(usize, crate::edge::git::Patch)>,
     applied: &mut Vec<(usize, BTreeSet<String>)>,
     j: &Judged,
 ) -> Result<(), RunError> {
     index
         .apply_patch(&j.patch)
         .map_err(|e| RunError::Other(e.message))?;
-    accepted.push(j.patch.clone());
+    accepted.push((j.index, j.patch.clone()));
     applied.push((j.index, j.touched.iter().cloned().collect()));
     Ok(())
+}
+
+/// The landed task whose change `patch` does not apply after (`None`: the branch's own
+/// tree). Worked out only for a patch that failed, in a scratch index of its own: the first
+/// task to touch the same file is not the answer (it may have changed lines far from the
+/// patch's).
+fn culprit(
+    repo: &Repo,
+    accepted: &[(usize, crate::edge::git::Patch)],
+    patch: &crate::edge::git::Patch,
+) -> Result<Option<usize>, RunError> {
+    let landed: Vec<_> = accepted.iter().map(|(_, p)| p.into()).collect();
+    let found = repo.first_in_the_way(&repo.head()?, &landed, patch.into())?;
+    Ok(found.map(|n| accepted[n].0))
 }
 
 /// An integration conflict is a failed attempt like any other: retried on the next round's

@@ -306,7 +306,7 @@ impl integration::Driver for Inline<'_, '_> {
         let patch = std::mem::take(&mut self.patch);
         self.build
             .accepted
-            .push(crate::edge::git::Patch::Bytes(patch));
+            .push((j.index, crate::edge::git::Patch::Bytes(patch)));
         let mut touched: BTreeSet<String> = j.touched.iter().cloned().collect();
         touched.extend(changed);
         self.build.applied.push((j.index, touched.clone()));
@@ -473,7 +473,7 @@ mod tests {
         let mut build = super::RoundBuild::start();
         build
             .accepted
-            .push(crate::edge::git::Patch::Bytes(patches[0].clone()));
+            .push((0, crate::edge::git::Patch::Bytes(patches[0].clone())));
         let crate::edge::git::Merged::Clean {
             changed,
             patch,

@@ -346,6 +346,39 @@ echo "COMPLETED: ok""#,
     );
 }
 
+/// A patch that no longer applies names the landed task whose change it does not apply after,
+/// not the first task that changed its file: task 0 changed line 1 of shared.txt, far from the
+/// lines task 1 and task 2 change (8 and 9), so task 2's patch fails on task 1's change alone.
+/// It used to say "conflicts with task 0", a change it never met. Task 3 changes line 12, away
+/// from them all.
+#[test]
+fn an_undeclared_conflict_names_the_task_whose_change_it_met() {
+    let plan = simple_plan(&[
+        ("a", &[], &["a.txt"], &[]),
+        ("b", &[], &["b.txt"], &[]),
+        ("c", &[], &["c.txt"], &[]),
+        ("d", &[], &["d.txt"], &[]),
+    ]);
+    let lines: String = (1..=12).map(|n| format!("line {n}\n")).collect();
+    let dir = repo(&plan, &[("shared.txt", &lines)]);
+    let o = run(dir.path())
+        .script(
+            r#"i=$DAGEXEC_TASK_INDEX
+echo x > "$(printf 'abcd' | cut -c$((i + 1))).txt"
+case $i in 0) n=1 ;; 1) n=8 ;; 2) n=9 ;; 3) n=12 ;; esac
+[ "$DAGEXEC_ATTEMPT" = 1 ] && sed -i "${n}s/.*/line $n by $i/" shared.txt
+echo "COMPLETED: ok""#,
+        )
+        .run();
+    let out = o.expect_code(0);
+    assert!(
+        out.contains("task 2: attempt 1 of 3 could not be integrated: conflicts with task 1:"),
+        "{out}"
+    );
+    // Working that out leaves the round's own index as it was: task 3, after it, lands.
+    assert!(out.contains("Round 1: 3/4 tasks"), "{out}");
+}
+
 #[test]
 fn conflicting_tasks_never_run_at_the_same_time() {
     // Six independent tasks, pairs of which modify the same file.

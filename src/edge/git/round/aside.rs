@@ -48,6 +48,31 @@ impl Repo {
         }
         aside.write_tree().map(Some)
     }
+
+    /// Of `landed`, applied onto `at` in order, the first after which `patch` no longer
+    /// applies (`Some(n)`, its position); `None` when it does not apply to `at` itself, or
+    /// applies after all of them. What a patch that failed on the round's index failed on,
+    /// worked out in a scratch index of its own (`in-the-way-index`: the round's is kept).
+    pub fn first_in_the_way(
+        &self,
+        at: &str,
+        landed: &[PatchRef<'_>],
+        patch: PatchRef<'_>,
+    ) -> Result<Option<usize>, GitError> {
+        let aside = RoundIndex::read(&self.root, &self.dagexec_dir(), "in-the-way-index", at)?;
+        if aside.check_patch(patch).is_err() {
+            return Ok(None);
+        }
+        for (n, p) in landed.iter().enumerate() {
+            if aside.apply_patch(*p).is_err() {
+                return Ok(None);
+            }
+            if aside.check_patch(patch).is_err() {
+                return Ok(Some(n));
+            }
+        }
+        Ok(None)
+    }
 }
 
 impl RoundIndex {
