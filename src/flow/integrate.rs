@@ -43,6 +43,9 @@ pub(crate) struct RoundBuild {
     pub(super) decided: Decided,
     /// Tasks whose changes are in the index, with the paths they touch.
     pub(super) applied: Vec<(usize, BTreeSet<String>)>,
+    /// Whether the round said what `overlap: merge` would do with a conflict between tasks
+    /// that declare no files (said once a round).
+    merge_hinted: bool,
 }
 
 impl RoundBuild {
@@ -120,6 +123,9 @@ impl RoundBuild {
                                 }
                                 None => "the branch".to_string(),
                             };
+                            if !std::mem::replace(&mut self.merge_hinted, true) {
+                                merge_hint(plan, j, &e.paths, ui);
+                            }
                             Some(format!(
                                 "conflicts with {culprit}: {}",
                                 e.message.lines().next().unwrap_or("")
@@ -360,6 +366,21 @@ fn culprit(
     let landed: Vec<_> = accepted.iter().map(|(_, p)| p.into()).collect();
     let found = repo.first_in_the_way(&repo.head()?, &landed, patch.into())?;
     Ok(found.map(|n| accepted[n].0))
+}
+
+/// Under `overlap: serial` a task that declares no files (Taskmaster's never do) runs beside
+/// any other, so two that change one file meet at integration, where a patch that no longer
+/// applies uses an attempt. `overlap: merge` is made for that; this says so, naming the file.
+fn merge_hint(plan: &Plan, j: &Judged, failed: &[String], ui: &Ui) {
+    if plan.tasks[j.index].files().next().is_some() {
+        return;
+    }
+    let file = failed.first().or(j.touched.first());
+    ui.say(format!(
+        "  note: task {} declares no files, so it ran beside the tasks that changed {}; `overlap: merge` (`--overlap merge`) merges such changes three-way, and a conflict there is a rebase that uses no attempt",
+        crate::pure::plan::ids::name(plan, j.index),
+        file.map_or("the same files", String::as_str),
+    ));
 }
 
 /// An integration conflict is a failed attempt like any other: retried on the next round's
