@@ -115,6 +115,28 @@ fn open(path: &Path) -> std::io::Result<File> {
     ))
 }
 
+/// Where a repository's run lock is: `<git-common-dir>/dagexec/run.lock`.
+pub fn path_in(common_dir: &Path) -> PathBuf {
+    common_dir.join("dagexec").join("run.lock")
+}
+
+/// The pid of a run that held the lock at `path` and died holding it (a `kill -9`, a crash,
+/// a machine that went down): the pid is still in the file and no such process is alive. A
+/// run that ended cleared its pid; a live one is not named. Read without locking (a probe
+/// that took the lock, even shared, would make a run starting at that instant refuse to),
+/// and without following a link or waiting on a FIFO.
+pub fn died_holding(path: &Path) -> Option<i32> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = File::from(rustix::fs::open(path, flags, Mode::empty()).ok()?);
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let pid = pid_in(&file)?;
+    let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+        == Err(nix::errno::Errno::ESRCH);
+    gone.then_some(pid)
+}
+
 /// The pid the lock file holds (its first line), if any.
 fn pid_in(mut file: &File) -> Option<i32> {
     let mut text = String::new();

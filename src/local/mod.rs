@@ -242,7 +242,7 @@ fn open_repo(opts: &RunOptions) -> Result<Repo, RunError> {
 /// One run per repository: the lock, taken over from a run that died (and what it left
 /// running stopped).
 fn take_lock(repo: &Repo, ui: &Ui) -> Result<lock::RunLock, RunError> {
-    let lock_path = repo.common_dir().join("dagexec").join("run.lock");
+    let lock_path = lock::path_in(repo.common_dir());
     let (held, taken) = lock::RunLock::acquire(&lock_path)?;
     if let lock::Taken::TakenOver(pid) = taken {
         ui.say(format!(

@@ -290,6 +290,46 @@ fn a_crash_in_every_attempt_never_runs_a_task_more_than_three_times() {
     assert_eq!(plan_or_done(dir.path())["tasks"][0]["status"], "failed");
 }
 
+/// `dagexec status` after a run was killed with tasks in progress says that no run executes
+/// them (naming the dead run's pid) and that `run` resumes; while a run executes them (the
+/// worker asks, from inside the run) it says nothing of the kind. It used to show "in
+/// progress" alone either way.
+#[test]
+fn status_tells_a_run_that_died_from_one_that_runs() {
+    let p = simple_plan(&[("a", &[], &["a.txt"], &[])]);
+    let dir = repo(&p, &[]);
+    let status = || {
+        let out = dagexec(dir.path()).arg("status").output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let said = dir.path().join("said-inside");
+    let bin = assert_cmd::cargo::cargo_bin("dagexec");
+    // Attempt 1 kills dagexec (the worker's grandparent); attempt 2 asks for the status
+    // while its run holds the lock, then completes.
+    let w = Worker::new(&format!(
+        r#"if [ "$DAGEXEC_ATTEMPT" = 1 ]; then kill -9 "$(ps -o ppid= -p $PPID | tr -d ' ')"; sleep 5; exit 0; fi
+(cd '{}' && '{}' status) > '{}'
+{WRITE_DECLARED}"#,
+        dir.path().display(),
+        bin.display(),
+        said.display(),
+    ));
+    let ran = run(dir.path(), &w.cmd, &[]);
+    assert_eq!(ran.code(), None, "killed: {}", ran.text());
+    let after_kill = status();
+    let pid = std::fs::read_to_string(dir.path().join(".git/dagexec/run.lock")).unwrap();
+    assert!(
+        after_kill.contains(&format!("\nNo run is executing these tasks: the run that started them (pid {}) stopped before it finished (killed, or its machine went down). `dagexec run` resumes: they start again.\n", pid.trim())),
+        "{after_kill}"
+    );
+    let ran = run(dir.path(), &w.cmd, &["--yes"]);
+    assert_eq!(ran.code(), Some(0), "{}", ran.text());
+    let inside = std::fs::read_to_string(&said).unwrap();
+    assert!(inside.contains("in_progress"), "{inside}");
+    assert!(!inside.contains("No run is executing"), "{inside}");
+}
+
 #[test]
 fn a_crash_between_apply_and_commit_leaves_nothing_staged() {
     let p = simple_plan(&[("a", &[], &["a.txt"], &["README.md"])]);

@@ -10,7 +10,9 @@ use crate::cli::args::{GraphArgs, PromptArgs, StatusArgs, ValidateArgs};
 use crate::cli::location::{Loaded, archived, load};
 use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
+use crate::edge::lock;
 use crate::flow::settings::Flags;
+use crate::pure::plan::model::Status;
 
 pub(crate) fn validate(
     loc: &Location,
@@ -151,12 +153,13 @@ pub(crate) fn cmd_status(
         )?;
     }
     // The attempts' kept stdout, stderr and work logs, when the plan is in a repository.
-    let (logs_dir, logs) = match crate::edge::git::Repo::discover(&loc.root) {
-        Ok(repo) => (
+    let repo = crate::edge::git::Repo::discover(&loc.root).ok();
+    let (logs_dir, logs) = match &repo {
+        Some(repo) => (
             crate::flow::logs::logs_dir_shown(repo.root(), repo.common_dir()),
             crate::flow::logs::kept_logs(repo.common_dir()),
         ),
-        Err(_) => (String::new(), render::status::KeptLogs::new()),
+        None => (String::new(), render::status::KeptLogs::new()),
     };
     if json {
         let spent = crate::pure::usage::per_task(&plan);
@@ -193,6 +196,17 @@ pub(crate) fn cmd_status(
         writeln!(out)?;
     } else {
         render::status::status_table(&plan, out)?;
+        let running = (plan.tasks.iter()).any(|t| !t.join && t.status == Status::InProgress);
+        let lock = repo.map(|r| lock::path_in(r.common_dir()));
+        if let Some(pid) = lock
+            .filter(|_| running)
+            .and_then(|l| lock::died_holding(&l))
+        {
+            writeln!(
+                out,
+                "\nNo run is executing these tasks: the run that started them (pid {pid}) stopped before it finished (killed, or its machine went down). `dagexec run` resumes: they start again."
+            )?;
+        }
         let section = render::status::logs_section(&plan, &logs_dir, &logs, false);
         if !section.is_empty() {
             writeln!(out)?;
