@@ -170,6 +170,28 @@ esac"#,
     all_gone(rec.path());
 }
 
+/// A worker named by an agent CLI that is not installed is found before anything starts:
+/// exit 2 with how to install it, no task attempted, no commit, the plan untouched. It used to
+/// start the first round, fail each of its tasks (not retried) and commit the failures.
+#[test]
+fn a_missing_worker_program_is_found_before_any_task_starts() {
+    let dir = repo(&["a.txt", "b.txt"]);
+    let head = git(dir.path(), &["rev-parse", "HEAD"]);
+    let o = run(dir.path())
+        .worker("claude")
+        .env("PATH", "/usr/bin:/bin")
+        .run();
+    let out = o.expect_code(2);
+    assert!(
+        out.contains("worker command not found: `claude` (not on PATH), from --worker (or DAGEXEC_WORKER, or `worker:` in .design/dagexec.yml): `claude -p ")
+            && out.contains("Install Claude Code (`npm install --global --no-audit --no-fund @anthropic-ai/claude-code@")
+            && out.contains("no task was started."),
+        "{out}"
+    );
+    assert_eq!(git(dir.path(), &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+}
+
 /// Issue 11 §7: a failing worker's stderr is shown in the reason and kept with its stdout and
 /// log, listed by `status` and the run's summary; 127 says which command was not found.
 #[test]

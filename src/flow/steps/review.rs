@@ -251,6 +251,27 @@ pub(crate) fn check_reviewers(plan: &Plan, run: Option<&str>, root: &Path) -> Re
     Ok(())
 }
 
+/// Before any worker runs: the worker command's program exists, as [`check_reviewers`] asks
+/// of the reviewers' (a missing one would fail every task of the first round, not retried,
+/// and commit that round's failures). A known agent CLI's message says how to install it.
+pub(crate) fn check_worker(command: &str, root: &Path) -> Result<(), String> {
+    let Some(program) = review::program(command).filter(|p| !program_exists(p, root)) else {
+        return Ok(());
+    };
+    let where_ = if program.contains('/') {
+        "no such executable file"
+    } else {
+        "not on PATH"
+    };
+    let install = crate::pure::agents::named(&program).map_or_else(
+        || "Install it".to_string(),
+        |a| format!("Install {} (`{}`)", a.label, a.install()),
+    );
+    Err(format!(
+        "worker command not found: `{program}` ({where_}), from --worker (or DAGEXEC_WORKER, or `worker:` in .design/dagexec.yml): `{command}`. {install} or fix the command; no task was started."
+    ))
+}
+
 /// Whether `program` names an executable file: a path (with a `/`, relative to `root`), or a
 /// name found in a `PATH` directory.
 pub(crate) fn program_exists(program: &str, root: &Path) -> bool {
