@@ -36,14 +36,8 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     if opts.dry_run {
         return Ok(dry_run(&plan, &dag, &conflicts, opts, ui));
     }
-    crate::flow::steps::review::check_worker(&opts.settings.worker, &opts.root)
+    crate::flow::steps::review::check_programs(&plan, &opts.settings, &opts.root)
         .map_err(RunError::Other)?;
-    crate::flow::steps::review::check_reviewers(
-        &plan,
-        opts.settings.reviewer.as_deref(),
-        &opts.root,
-    )
-    .map_err(RunError::Other)?;
     let repo = Arc::new(open_repo(opts)?);
     repo.head()?;
     let _lock = take_lock(&repo, ui)?;

@@ -251,10 +251,21 @@ pub(crate) fn check_reviewers(plan: &Plan, run: Option<&str>, root: &Path) -> Re
     Ok(())
 }
 
-/// Before any worker runs: the worker command's program exists, as [`check_reviewers`] asks
-/// of the reviewers' (a missing one would fail every task of the first round, not retried,
-/// and commit that round's failures). A known agent CLI's message says how to install it.
-pub(crate) fn check_worker(command: &str, root: &Path) -> Result<(), String> {
+/// Before any worker runs: the programs of the worker command ([`check_worker`]) and of every
+/// reviewer command ([`check_reviewers`]) exist.
+pub(crate) fn check_programs(
+    plan: &Plan,
+    settings: &crate::flow::settings::Settings,
+    root: &Path,
+) -> Result<(), String> {
+    check_worker(&settings.worker, root)?;
+    check_reviewers(plan, settings.reviewer.as_deref(), root)
+}
+
+/// The worker command's program exists, as [`check_reviewers`] asks of the reviewers' (a
+/// missing one would fail every task of the first round, not retried, and commit that
+/// round's failures). A known agent CLI's message says how to install it.
+fn check_worker(command: &str, root: &Path) -> Result<(), String> {
     let Some(program) = review::program(command).filter(|p| !program_exists(p, root)) else {
         return Ok(());
     };

@@ -23,8 +23,9 @@ const SHELL_WORDS: &[&str] = &[
 
 /// The program a `sh -c` command line starts, when it can be told without running a shell:
 /// the first word after any `NAME=value` assignments, unquoted (`'…'`, `"…"`). `None` when
-/// the line starts with a shell builtin or keyword, or the word holds expansions (`$`, `` ` ``,
-/// globs), parentheses or redirections — then only running it can tell.
+/// the line starts with a shell builtin or keyword or a comment, or the word holds
+/// expansions (`$`, `` ` ``, globs), parentheses or redirections — then only running it can
+/// tell.
 pub fn program(command: &str) -> Option<String> {
     let mut rest = command.trim_start();
     loop {
@@ -38,7 +39,8 @@ pub fn program(command: &str) -> Option<String> {
         if assignment {
             continue;
         }
-        if word.is_empty() || SHELL_WORDS.contains(&word.as_str()) {
+        // A word starting with `#` starts a comment (a script's `#!/bin/sh` line too).
+        if word.is_empty() || word.starts_with('#') || SHELL_WORDS.contains(&word.as_str()) {
             return None;
         }
         return Some(word);

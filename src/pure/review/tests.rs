@@ -230,6 +230,8 @@ fn the_program_of_a_command_line() {
         ("", None),
         ("FOO=1", None),
         ("'unclosed", None),
+        ("#!/bin/sh\ncat > /dev/null", None),
+        ("# the team's worker\nclaude -p", None),
     ] {
         assert_eq!(program(line).as_deref(), want, "{line:?}");
     }
