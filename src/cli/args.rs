@@ -300,7 +300,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "CMD")]
     pub(crate) reviewer: Option<String>,
     /// Commit the rounds on a new branch NAME, made from HEAD and checked out before the
-    /// first round, instead of the current branch [default: the current branch].
+    /// first round, instead of the current branch; the same command again after a crash goes
+    /// on on NAME [default: the current branch].
     #[arg(long, value_name = "NAME", conflicts_with = "dry_run")]
     pub(crate) branch: Option<String>,
     /// Run the long-run plans (NN-PLAN.md) of this folder instead of a plan.json.

@@ -332,6 +332,10 @@ fn preflight(
 fn where_rounds_go(repo: &Repo, opts: &RunOptions, ui: &Ui) -> Result<(), RunError> {
     let from = repo.current_branch()?;
     match (&opts.branch, from) {
+        // The same command again after a run it started was killed: the branch is its.
+        (Some(name), Some(current)) if *name == current => ui.say(format!(
+            "Committing rounds on {name} (the current branch, which --branch names)."
+        )),
         (Some(name), from) => {
             repo.start_branch(name)?;
             let from = from.unwrap_or_else(|| "the detached HEAD".to_string());

@@ -235,6 +235,38 @@ fn run_says_where_it_commits_and_branch_starts_a_new_one() {
     );
 }
 
+/// The same `run --branch NAME` again after that run was killed — the command in the shell's
+/// history — goes on with the run on NAME, which it is on: the branch "exists already" only
+/// because the killed run made it. It used to be refused, telling to `git switch` to the
+/// branch already checked out.
+#[test]
+fn the_same_branch_run_again_after_a_kill_goes_on() {
+    let plan = simple_plan(&[("a", &[], &["a.txt"], &[]), ("b", &[0], &["b.txt"], &[])]);
+    let dir = common::repo(&plan, &[]);
+    let start = git(dir.path(), &["rev-parse", "HEAD"]);
+    // Task 0's first attempt kills dagexec (the worker's grandparent).
+    let script = r#"cat > /dev/null
+if [ "$DAGEXEC_TASK_INDEX$DAGEXEC_ATTEMPT" = 01 ]; then kill -9 "$(ps -o ppid= -p $PPID | tr -d ' ')"; sleep 5; exit 0; fi
+echo x > "$( [ $DAGEXEC_TASK_INDEX = 0 ] && echo a || echo b).txt"; echo 'COMPLETED: ok'"#;
+    let o = local(dir.path())
+        .script(script)
+        .args(["--branch", "feat"])
+        .run();
+    assert_eq!(o.code(), None, "killed: {}", o.text());
+    let o = local(dir.path())
+        .script(script)
+        .args(["--branch", "feat"])
+        .run();
+    let out = o.expect_code(0);
+    assert!(
+        out.contains("Committing rounds on feat (the current branch, which --branch names)."),
+        "{out}"
+    );
+    assert_eq!(git(dir.path(), &["rev-parse", "main"]), start, "main stays");
+    let log = git(dir.path(), &["log", "--format=%s", "main..feat"]);
+    assert!(log.contains("all 2 tasks completed"), "{log}");
+}
+
 /// `run` after the plan completed: it says so and where the plan is archived, exit 0.
 #[test]
 fn run_after_the_end_says_the_plan_is_complete() {
