@@ -35,6 +35,9 @@ pub enum LockError {
 pub struct RunLock {
     file: File,
     path: PathBuf,
+    /// The pid of a dead run this lock was taken over from, put back as it lets go
+    /// ([`RunLock::for_a_change`]).
+    left_by: Option<i32>,
 }
 
 /// What taking the lock found.
@@ -92,8 +95,26 @@ impl RunLock {
             file.write_all_at(line.as_bytes(), 0).map_err(io)?;
             file.set_len(line.len() as u64).map_err(io)?;
             let path = path.to_path_buf();
-            return Ok((RunLock { file, path }, taken));
+            let lock = RunLock {
+                file,
+                path,
+                left_by: None,
+            };
+            return Ok((lock, taken));
         }
+    }
+}
+
+impl RunLock {
+    /// The lock taken for a command's change of the plan (`retry`, `answer`), which a run
+    /// executing it would save its own copy over. A dead run's pid found in it is put back
+    /// as it lets go, so the next run still stops what that one left running.
+    pub fn for_a_change(path: &Path) -> Result<RunLock, LockError> {
+        let (mut lock, taken) = RunLock::acquire(path)?;
+        if let Taken::TakenOver(pid) = taken {
+            lock.left_by = Some(pid);
+        }
+        Ok(lock)
     }
 }
 
@@ -146,8 +167,14 @@ fn pid_in(mut file: &File) -> Option<i32> {
 
 impl Drop for RunLock {
     fn drop(&mut self) {
-        // Cleared while still locked, so the next run finds no pid and starts fresh.
-        if let Err(e) = self.file.set_len(0) {
+        // Cleared while still locked, so the next run finds no pid and starts fresh (or the
+        // dead run's pid put back).
+        let line = self
+            .left_by
+            .map(|pid| format!("{pid}\n"))
+            .unwrap_or_default();
+        let written = self.file.write_all_at(line.as_bytes(), 0);
+        if let Err(e) = written.and_then(|()| self.file.set_len(line.len() as u64)) {
             tracing::warn!("could not clear the run lock {}: {e}", self.path.display());
         }
     }
@@ -198,6 +225,30 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), format!("{own}\n"));
         drop(lock);
         assert_eq!(RunLock::acquire(&path).unwrap().1, Taken::Fresh);
+    }
+
+    /// `retry` over a lock a dead run left holds it for its change and puts the dead pid
+    /// back: the next run still takes it over from that run (and stops what it left).
+    #[test]
+    fn a_change_over_a_dead_runs_lock_leaves_it_to_the_next_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.lock");
+        fs::write(&path, "4194303\n").unwrap();
+        let change = RunLock::for_a_change(&path).unwrap();
+        assert!(matches!(
+            RunLock::acquire(&path),
+            Err(LockError::Held { .. })
+        ));
+        assert_eq!(died_holding(&path), None, "held by this live process");
+        drop(change);
+        assert_eq!(died_holding(&path), Some(4_194_303));
+        assert_eq!(
+            RunLock::acquire(&path).unwrap().1,
+            Taken::TakenOver(4_194_303)
+        );
+        let fresh = RunLock::for_a_change(&path).unwrap();
+        drop(fresh);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "", "none to put back");
     }
 
     /// Runs starting together over a lock a dead run left: exactly one takes it. When the

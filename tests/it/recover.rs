@@ -93,6 +93,55 @@ fn retry_puts_a_failed_task_and_what_it_skipped_back_to_pending() {
     assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "b\n");
 }
 
+/// `retry` (and `answer`) while a run executes the plan would be saved over by that run's
+/// own copy of it: the retry was said ("pending again") and lost. Refused now, naming the
+/// run; after it ends the same retry works. Task 0 fails at once; task 1 waits for a file.
+#[test]
+fn retry_while_a_run_executes_the_plan_is_refused_not_lost() {
+    let worker = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) echo "FAILED: broken" ;;
+*) while [ ! -f "$GO" ]; do sleep 0.1; done; echo b > b.txt; echo "COMPLETED: b" ;;
+esac
+"#;
+    let dir = repo(
+        vec![task("A", &["a.txt"], &[]), task("B", &["b.txt"], &[])],
+        worker,
+    );
+    let root = dir.path();
+    let go = root.join("fixed");
+    let mut run = common::dagexec(root)
+        .args(["run", "--yes", "--jobs", "2", "--schedule", "eager"])
+        .args(["--worker", "sh ./worker.sh"])
+        .env("GO", &go)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while plan_json(root)["tasks"][0]["status"] != "failed" {
+        assert!(std::time::Instant::now() < deadline, "task 0 never failed");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let retried = exec(root, &["retry", "0"]);
+    let answered = exec(root, &["answer", "0", "try again"]);
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(run.wait().unwrap().code(), Some(1));
+    assert_eq!(retried.status.code(), Some(2), "{}", text(&retried));
+    assert!(
+        text(&retried).contains("another dagexec run (pid ")
+            && text(&retried).contains("is executing this repository's plan"),
+        "{}",
+        text(&retried)
+    );
+    assert_eq!(answered.status.code(), Some(2), "{}", text(&answered));
+    assert_eq!(plan_json(root)["tasks"][0]["status"], "failed");
+    let retried = exec(root, &["retry", "0"]);
+    assert_eq!(retried.status.code(), Some(0), "{}", text(&retried));
+    assert_eq!(plan_json(root)["tasks"][0]["status"], "pending");
+}
+
 const BLOCKING: &str = r#"#!/bin/sh
 prompt=$(cat)
 case "$prompt" in

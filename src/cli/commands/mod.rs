@@ -48,6 +48,7 @@ pub(crate) fn cmd_answer(
     a: AnswerArgs,
 ) -> Result<Exit, CliError> {
     let AnswerArgs { task: given, text } = a;
+    let _lock = no_run_executing(loc)?;
     let Loaded { mut plan, dag } = load(loc)?;
     let task = find_task(&plan, &given)?;
     let name = crate::pure::plan::ids::name(&plan, task);
@@ -143,6 +144,7 @@ pub(crate) fn cmd_retry(
     out: &mut impl Write,
     a: &RetryArgs,
 ) -> Result<Exit, CliError> {
+    let _lock = no_run_executing(loc)?;
     let Loaded { mut plan, dag } = load(loc)?;
     let task = find_task(&plan, &a.task)?;
     let name = crate::pure::plan::ids::name(&plan, task);
@@ -154,6 +156,21 @@ pub(crate) fn cmd_retry(
     )?;
     let others: Vec<usize> = reopened.iter().copied().filter(|&i| i != task).collect();
     pending_again(out, &plan, &others, " (skipped because of it)")
+}
+
+/// The run lock, held while `answer` or `retry` changes the plan: a run executing it would
+/// save its own copy over the change, which was said done. `None` outside a repository.
+fn no_run_executing(loc: &Location) -> Result<Option<crate::edge::lock::RunLock>, CliError> {
+    let Ok(repo) = crate::edge::git::Repo::discover(&loc.root) else {
+        return Ok(None);
+    };
+    let path = crate::edge::lock::path_in(repo.common_dir());
+    crate::edge::lock::RunLock::for_a_change(&path)
+        .map(Some)
+        .map_err(|e| {
+            let hint = "it saves its own copy of the plan: run this again when it has ended (Ctrl-C stops it; `dagexec run` resumes)";
+            CliError::usage(e.to_string(), hint)
+        })
 }
 
 pub(crate) fn cmd_init(
