@@ -83,6 +83,11 @@ static CHECKBOX: LazyLock<Regex> =
 /// A task line without a checkbox of Spec Kit's: none, or another mark (`[~]`).
 static NO_CHECKBOX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+(\[[^\]]?\]\s*)?(T\d+)\b").unwrap());
+/// A dependency written as a list item (`- T008 blocks T009, T015`, the template's
+/// `## Dependencies` list until 2025; `- T009 depends on T008`).
+static STATED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*[-*+]\s+(T\d+)\s+(?i:(blocks|depends\s+on))\s*:?\s+(.*)$").unwrap()
+});
 static ID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(T\d+)(?:\s+|$)(.*)$").unwrap());
 static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*(.*)$").unwrap());
 static DEPENDS: LazyLock<Regex> =

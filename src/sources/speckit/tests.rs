@@ -937,3 +937,30 @@ fn a_task_marked_with_a_mark_spec_kit_does_not_write_is_refused_at_its_line() {
         ]
     );
 }
+
+/// Spec Kit's template until 2025 ended tasks.md with a `## Dependencies` list written as
+/// `- T008 blocks T009, T015` (thousands of public tasks.md keep it): a list item that starts
+/// with an ID, no checkbox. It is an edge (T009 and T015 wait for T008), not a task missing
+/// its checkbox; an ID there that is no task is an error at its line.
+#[test]
+fn the_templates_dependencies_list_is_read_as_edges() {
+    let text = "# Tasks: Users\n\n## Phase 3.1: Setup\n- [ ] T001 Create project in src/main.py\n\
+                - [ ] T002 [P] Configure linting in setup.cfg\n\n## Phase 3.3: Core\n\
+                - [ ] T008 [P] User model in src/models/user.py\n\
+                - [ ] T009 [P] UserService in src/services/user_service.py\n\
+                - [ ] T015 [P] Connect to DB in src/db.py\n\n## Dependencies\n\
+                - Tests (T004-T007) before implementation (T008-T014)\n\
+                - T008 blocks T009, T015\n- T002 blocks T008 (lint first)\n\n\
+                ## Parallel Example\n```\n# Launch T008-T009 together:\n\
+                Task: \"User model in src/models/user.py\"\n```\n";
+    let p = read(text);
+    // [P] in one phase, they would not wait for each other.
+    assert_eq!(deps_of(&p, "T009"), ["T008"]);
+    assert_eq!(deps_of(&p, "T015"), ["T008"]);
+    let e = parse("t.md", &text.replace("T009, T015", "T009, T099")).unwrap_err();
+    let said: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        ["t.md:14: the dependency names T099, which is not a task in this file"]
+    );
+}

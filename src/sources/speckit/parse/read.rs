@@ -2,8 +2,8 @@
 //! yet).
 
 use super::{
-    CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, Parsed, Phase, SECTION, STORY_HEADING,
-    TaskLine, files_of, id_number,
+    CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, Parsed, Phase, SECTION, STATED,
+    STORY_HEADING, TaskLine, files_of, id_number,
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
@@ -23,10 +23,12 @@ pub(super) fn read_lines(
         section: None,
         section_phase: None,
         by_number: BTreeMap::new(),
+        stated: Vec::new(),
     };
     for content in content_lines(text) {
         r.line(&content);
     }
+    r.add_stated();
     let LinesRead {
         mut errors,
         out,
@@ -54,6 +56,8 @@ struct LinesRead<'a> {
     section: Option<Phase>,
     section_phase: Option<usize>,
     by_number: BTreeMap<u64, usize>,
+    /// The dependencies stated as list items: (line, waiting ID, the IDs it waits for).
+    stated: Vec<(usize, String, Vec<String>)>,
 }
 
 impl LinesRead<'_> {
@@ -83,6 +87,18 @@ impl LinesRead<'_> {
         }
         if let Some(c) = FIELD.captures(trimmed) {
             self.field(&c[1].trim().to_ascii_lowercase(), c[2].trim().to_string());
+            return;
+        }
+        if let Some(c) = STATED.captures(trimmed) {
+            let ids = stated_ids(&c[3]);
+            if c[2].eq_ignore_ascii_case("blocks") {
+                let stated = ids
+                    .into_iter()
+                    .map(|w| (line_no, w, vec![c[1].to_string()]));
+                self.stated.extend(stated);
+            } else {
+                self.stated.push((line_no, c[1].to_string(), ids));
+            }
             return;
         }
         if let Some(c) = NO_CHECKBOX.captures(trimmed)
@@ -253,6 +269,28 @@ impl LinesRead<'_> {
         depends_on
     }
 
+    /// The dependencies stated as list items, added to the tasks' own; an ID there that is no
+    /// task is an error at its line.
+    fn add_stated(&mut self) {
+        for (line_no, waits, on) in std::mem::take(&mut self.stated) {
+            let task = |id: &str| id_number(id).and_then(|n| self.by_number.get(&n).copied());
+            let unknown = std::iter::once(&waits)
+                .chain(&on)
+                .find(|id| task(id).is_none());
+            match (unknown, task(&waits)) {
+                (None, Some(t)) => self.out.tasks[t].depends_on.extend(on),
+                (id, _) => self.malformed(
+                    line_no,
+                    format!(
+                        "the dependency names {}, which is not a task in this file",
+                        id.unwrap_or(&waits)
+                    ),
+                    "fix the ID or drop the line",
+                ),
+            }
+        }
+    }
+
     /// The phase a task line joins: the current section's, made a phase on its first task.
     fn phase(&mut self) -> usize {
         if let Some(p) = self.section_phase {
@@ -276,6 +314,21 @@ pub(crate) fn read_lines_for_tests(path: &str, text: &str) -> (Parsed, BTreeMap<
     let (mut out, by_number) = read_lines(path, text).unwrap_or_else(|e| panic!("{e:?}"));
     super::classify_files(&mut out);
     (out, by_number)
+}
+
+/// The task IDs (and ranges) a stated dependency lists, up to the first word that is neither
+/// (`T009, T015 (shared model)` → T009, T015).
+fn stated_ids(list: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let tokens = list.split([',', ';', ' ']).map(str::trim);
+    for token in tokens.filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and")) {
+        match id_range(token) {
+            Some(Ok(range)) => ids.extend(range),
+            None if id_number(token).is_some() => ids.push(token.to_string()),
+            _ => break,
+        }
+    }
+    ids
 }
 
 /// The IDs of a range `T003-T005` (`–`, `..`), written as wide as its first ID; `None` for a
