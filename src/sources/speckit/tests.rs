@@ -964,3 +964,24 @@ fn the_templates_dependencies_list_is_read_as_edges() {
         ["t.md:14: the dependency names T099, which is not a task in this file"]
     );
 }
+
+/// Generated tasks.md often end with a `## Validation Checklist` (`- [x] All contracts have
+/// corresponding tests`) and summaries naming tasks (`- T039: Final validation`): in a section
+/// without task lines they are no tasks, said once as a warning; among task lines they are
+/// errors as before.
+#[test]
+fn a_checklist_section_without_task_lines_is_no_task() {
+    let text = "## Phase 1: Setup\n- [ ] T001 Create project in src/main.py\n\n\
+                ## Summary\n- T001: the project\n- T001-T004: setup\n\n\
+                ## Validation Checklist\n*GATE: Checked by main() before returning*\n\n\
+                - [x] All contracts have corresponding tests\n- [ ] Each task specifies exact file path\n";
+    let p = read(text);
+    assert_eq!(p.tasks.len(), 1);
+    assert_eq!(
+        p.warnings,
+        [
+            "specs/x/tasks.md:5: \"- T001: the project\" and the like under \"Summary\" are not read as tasks (no task line there)",
+            "specs/x/tasks.md:11: \"- [x] All contracts have corresponding tests\" and the like under \"Validation Checklist\" are not read as tasks (no task line there)",
+        ]
+    );
+}

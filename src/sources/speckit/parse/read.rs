@@ -7,7 +7,7 @@ use super::{
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The phases and task lines of `text` (no edges yet), and the tasks by ID number.
 #[allow(clippy::type_complexity)]
@@ -24,6 +24,9 @@ pub(super) fn read_lines(
         section_phase: None,
         by_number: BTreeMap::new(),
         stated: Vec::new(),
+        section_no: 0,
+        tasked: tasked_sections(text),
+        warned: BTreeSet::new(),
     };
     for content in content_lines(text) {
         r.line(&content);
@@ -58,6 +61,29 @@ struct LinesRead<'a> {
     by_number: BTreeMap<u64, usize>,
     /// The dependencies stated as list items: (line, waiting ID, the IDs it waits for).
     stated: Vec<(usize, String, Vec<String>)>,
+    /// The sections so far (`## …` headings), the ones with task lines, and the ones whose
+    /// lines that are no task lines were said to be none.
+    section_no: usize,
+    tasked: BTreeSet<usize>,
+    warned: BTreeSet<usize>,
+}
+
+/// The sections (numbered as [`LinesRead::section_no`]) with a task line.
+fn tasked_sections(text: &str) -> BTreeSet<usize> {
+    let mut section_no = 0;
+    let mut tasked = BTreeSet::new();
+    for content in content_lines(text) {
+        let trimmed = content.text.trim_start();
+        if SECTION.is_match(trimmed) {
+            section_no += 1;
+        } else if CHECKBOX
+            .captures(trimmed)
+            .is_some_and(|c| ID.is_match(c[2].trim()))
+        {
+            tasked.insert(section_no);
+        }
+    }
+    tasked
 }
 
 impl LinesRead<'_> {
@@ -83,6 +109,7 @@ impl LinesRead<'_> {
                 ..Default::default()
             });
             self.section_phase = None;
+            self.section_no += 1;
             return;
         }
         if let Some(c) = FIELD.captures(trimmed) {
@@ -114,11 +141,8 @@ impl LinesRead<'_> {
                     )
                 },
             );
-            self.malformed(
-                line_no,
-                format!("task {id} {why}"),
-                format!("write it as `- [ ] {id} Description in path/to/file`"),
-            );
+            let hint = format!("write it as `- [ ] {id} Description in path/to/file`");
+            self.doubtful(line_no, trimmed, format!("task {id} {why}"), hint);
             return;
         }
         if let Some(head) = self.head(content) {
@@ -145,6 +169,21 @@ impl LinesRead<'_> {
         self.errors.push(Problem::at(self.path, line, why, hint));
     }
 
+    /// A line like a task line that is none (`text`): among task lines an error (`why`), in a
+    /// section without any (a checklist, a summary naming tasks) none, said once a section.
+    fn doubtful(&mut self, line: usize, text: &str, why: String, hint: impl Into<String>) {
+        if self.tasked.contains(&self.section_no) {
+            return self.malformed(line, why, hint);
+        }
+        if self.warned.insert(self.section_no) {
+            let title = self.section.as_ref().map_or("Tasks", |s| s.title.as_str());
+            self.out.warnings.push(format!(
+                "{}:{line}: {text:?} and the like under {title:?} are not read as tasks (no task line there)",
+                self.path
+            ));
+        }
+    }
+
     /// A checkbox line's task as written (ID, line, checkbox, markers and description; its
     /// phase, dependencies and files not read yet); `None` (an error kept) when it has no ID or
     /// no description, or is no checkbox line.
@@ -157,8 +196,9 @@ impl LinesRead<'_> {
             content.start + (line.len() - trimmed.len()) + c.get(1).map_or(0, |m| m.start());
         let rest = c[2].trim();
         let Some(idc) = ID.captures(rest) else {
-            self.malformed(
+            self.doubtful(
                 content.number,
+                trimmed,
                 format!("the checkbox line {rest:?} has no task ID"),
                 "every task line is `- [ ] T0NN [P] [USn] Description`; give it the next free ID",
             );
