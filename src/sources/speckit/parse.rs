@@ -102,6 +102,9 @@ static FIELD: LazyLock<Regex> =
 /// A `## ` heading, or a deeper one that names a phase (`### Phase 3.1: Setup`).
 static SECTION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(?:##\s|#{3,4}\s+(?i:phase)\b)").unwrap());
+/// A heading that names a phase or a user story: where task lines are.
+static PHASE_HEADING: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)\b(?:phase|user\s+story)\b").unwrap());
 static STORY_HEADING: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\buser\s+story\s+\d+").unwrap());
 static BACKTICK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").unwrap());

@@ -984,4 +984,11 @@ fn a_checklist_section_without_task_lines_is_no_task() {
             "specs/x/tasks.md:11: \"- [x] All contracts have corresponding tests\" and the like under \"Validation Checklist\" are not read as tasks (no task line there)",
         ]
     );
+    // Under a phase's heading, a task without its checkbox is refused as before.
+    let e = parse(
+        "t.md",
+        &format!("{text}\n## Phase 2: Core\n- T002 Do it in src/b.py\n"),
+    );
+    let said: Vec<String> = e.unwrap_err().iter().map(ToString::to_string).collect();
+    assert_eq!(said, ["t.md:15: task T002 has no checkbox"]);
 }

@@ -2,8 +2,8 @@
 //! yet).
 
 use super::{
-    CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, Parsed, Phase, SECTION, STATED,
-    STORY_HEADING, TaskLine, files_of, id_number,
+    CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, PHASE_HEADING, Parsed, Phase, SECTION,
+    STATED, STORY_HEADING, TaskLine, files_of, id_number,
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
@@ -169,14 +169,15 @@ impl LinesRead<'_> {
         self.errors.push(Problem::at(self.path, line, why, hint));
     }
 
-    /// A line like a task line that is none (`text`): among task lines an error (`why`), in a
-    /// section without any (a checklist, a summary naming tasks) none, said once a section.
+    /// A line like a task line that is none (`text`): among task lines or under a phase's
+    /// heading an error (`why`), in another section without task lines (a checklist, a
+    /// summary naming tasks) none, said once a section.
     fn doubtful(&mut self, line: usize, text: &str, why: String, hint: impl Into<String>) {
-        if self.tasked.contains(&self.section_no) {
+        let title = self.section.as_ref().map_or("Tasks", |s| s.title.as_str());
+        if self.tasked.contains(&self.section_no) || PHASE_HEADING.is_match(title) {
             return self.malformed(line, why, hint);
         }
         if self.warned.insert(self.section_no) {
-            let title = self.section.as_ref().map_or("Tasks", |s| s.title.as_str());
             self.out.warnings.push(format!(
                 "{}:{line}: {text:?} and the like under {title:?} are not read as tasks (no task line there)",
                 self.path
