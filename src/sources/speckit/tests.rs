@@ -992,3 +992,25 @@ fn a_checklist_section_without_task_lines_is_no_task() {
     let said: Vec<String> = e.unwrap_err().iter().map(ToString::to_string).collect();
     assert_eq!(said, ["t.md:15: task T002 has no checkbox"]);
 }
+
+/// A task inserted after the list was numbered takes a letter (`T010a`, thousands of public
+/// tasks.md have them): it is a task of its own, named so in `depends on` and ticked; `T010`
+/// and `T010a` are two tasks, `T010a` and `T010A` one.
+#[test]
+fn a_letter_after_the_number_is_a_task_of_its_own() {
+    let text = "## Phase 1: Setup\n- [ ] T010 Create model in src/a.py\n\
+                - [ ] T010a Add checks in src/b.py (depends on T010)\n\
+                - [ ] T011 Use them in src/c.py (depends on T010a)\n";
+    let p = read(text);
+    assert_eq!(p.tasks.len(), 3);
+    assert_eq!(deps_of(&p, "T011"), ["T010a"]);
+    let done = BTreeSet::from(["T010a".to_string()]);
+    let ticked = parse::tick("t.md", text, &done).unwrap();
+    assert!(ticked.contains("- [x] T010a Add checks"), "{ticked}");
+    let e = parse("t.md", &format!("{text}- [ ] T010A Again in src/d.py\n")).unwrap_err();
+    let said: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        ["t.md:5: task ID T010A is used twice (first on line 3)"]
+    );
+}

@@ -3,13 +3,13 @@
 
 use super::{
     CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, PHASE_HEADING, Parsed, Phase, SECTION,
-    STATED, STORY_HEADING, TaskLine, files_of, id_number,
+    STATED, STORY_HEADING, TaskLine, files_of, id_key, id_number,
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The phases and task lines of `text` (no edges yet), and the tasks by ID number.
+/// The phases and task lines of `text` (no edges yet), and the tasks by [`super::id_key`].
 #[allow(clippy::type_complexity)]
 pub(super) fn read_lines(
     path: &str,
@@ -242,7 +242,7 @@ impl LinesRead<'_> {
     /// A task line: its ID unique, its `depends on` IDs, its phase and files.
     fn task(&mut self, mut t: TaskLine) {
         let (id, line_no) = (&t.id, t.line);
-        let number = id_number(id).unwrap_or(u64::MAX);
+        let number = id_key(id).unwrap_or(u64::MAX);
         if let Some(&first) = self.by_number.get(&number) {
             self.errors.push(Problem::at(
                 self.path,
@@ -296,7 +296,7 @@ impl LinesRead<'_> {
                             "write a range as T003-T005 (first, then last, at most 1000 tasks)",
                         ),
                     }
-                } else if id_number(token).is_some() {
+                } else if id_key(token).is_some() {
                     depends_on.push(token.to_string());
                 } else {
                     self.malformed(
@@ -314,7 +314,7 @@ impl LinesRead<'_> {
     /// task is an error at its line.
     fn add_stated(&mut self) {
         for (line_no, waits, on) in std::mem::take(&mut self.stated) {
-            let task = |id: &str| id_number(id).and_then(|n| self.by_number.get(&n).copied());
+            let task = |id: &str| id_key(id).and_then(|n| self.by_number.get(&n).copied());
             let unknown = std::iter::once(&waits)
                 .chain(&on)
                 .find(|id| task(id).is_none());
@@ -365,7 +365,7 @@ fn stated_ids(list: &str) -> Vec<String> {
     for token in tokens.filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and")) {
         match id_range(token) {
             Some(Ok(range)) => ids.extend(range),
-            None if id_number(token).is_some() => ids.push(token.to_string()),
+            None if id_key(token).is_some() => ids.push(token.to_string()),
             _ => break,
         }
     }
