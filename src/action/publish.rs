@@ -429,7 +429,7 @@ impl Publisher<'_> {
             return Ok(());
         };
         let me = self.inputs.me();
-        let left_out = write_back::left_out_lines(plan);
+        let left_out = write_back::left_out_lines(plan, crate::action::report::inert);
         let status = format!(
             "{}\nThe sub-issues run in pull request #{n}; merging it closes each completed one.\n{}",
             comment::status_body(plan, self.round.round, links, &steering::waiting_on(plan)),

@@ -673,7 +673,9 @@ fn execute_on_the_parent_issue_runs_its_sub_issues_to_a_ready_pull_request_that_
     );
     // Every rewrite kept the sub-issues left out, to the run's end.
     assert!(
-        status.body.contains("left out #5: written by @stranger"),
+        status
+            .body
+            .contains("left out #5: written by @&#8203;stranger"),
         "{}",
         status.body
     );

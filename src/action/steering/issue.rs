@@ -172,7 +172,10 @@ fn status_text(
         "{STATUS_MARKER}\n### dagexec\n\nThe sub-issues of #{issue} run on `{branch}` (plan `.design/issues/{issue}/plan.json`); the draft pull request closes each completed one when it is merged.\n\n"
     );
     s.push_str(&progress_table(plan, &Links::default()));
-    s.push_str(&crate::sources::issues::write_back::left_out_lines(plan));
+    s.push_str(&crate::sources::issues::write_back::left_out_lines(
+        plan,
+        crate::action::report::inert,
+    ));
     if let Some(r) = read {
         for n in &r.outside {
             s.push_str(&format!(

@@ -122,7 +122,8 @@ fn refs(repo: &str, text: &str) -> Vec<Ref> {
         .collect()
 }
 
-fn one_ref(repo: &str, w: &str) -> Option<Ref> {
+/// `w` as one issue reference (`#N`, `owner/repo#N`, an issue URL on github.com), else `None`.
+pub(crate) fn one_ref(repo: &str, w: &str) -> Option<Ref> {
     let number = |s: &str| -> Option<u64> {
         (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
             .then(|| s.parse().ok())

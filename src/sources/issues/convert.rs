@@ -10,6 +10,9 @@
 //!   task is blocked with a question saying which issue it waits for.
 //! - A closed sub-issue is a completed task; a closed group too, and what it holds is not run
 //!   (each open sub-issue under it listed as left out).
+//! - GitHub gives an issue one parent: one listed twice moved while the tree was read. It
+//!   counts once, where it was first listed (run, left out or under a closed group), and the
+//!   other place is listed as left out, saying so.
 //! - A sub-issue written by an account without write access is left out (with what it
 //!   contains) and listed, unless a writer included it (`/execute include #N`); an edge to it
 //!   is an edge to an issue outside the set. The parent issue's author is checked the same
@@ -84,62 +87,122 @@ struct FlatIssue<'a> {
     leaves: Vec<usize>,
 }
 
-fn flatten<'a>(
-    r: &ReadIssues,
-    out: &mut Vec<FlatIssue<'a>>,
-    left_out: &mut Vec<Note>,
-    issue: &'a Issue,
-    ancestors: &[usize],
-) {
-    let key = Ref::new(&issue.repo, issue.number);
-    if out.iter().any(|n| n.key == key) || key == Ref::new(&r.parent.repo, r.parent.number) {
-        return; // listed twice: the first place counts
-    }
-    if !r.writers.contains(&issue.author) && !r.include.contains(&key) {
-        let who = who(&issue.author);
-        left_out.push(Note {
-            issue: key.show(&r.repo),
-            text: format!(
-                "written by {who}, who has no write access: left out (with its sub-issues) \
-                 unless a writer says `/execute include {}`",
-                key.show(&r.repo)
-            ),
-        });
-        return;
-    }
-    let me = out.len();
-    out.push(FlatIssue {
-        issue,
-        key,
-        ancestors: ancestors.to_vec(),
-        leaves: Vec::new(),
-    });
-    if issue.closed {
-        // Closed, it is a completed task, and the team does not want what it holds run.
-        not_run_under(r, left_out, issue, &out[me].key.show(&r.repo));
-        return;
-    }
-    let mut below = ancestors.to_vec();
-    below.push(me);
-    for sub in &issue.sub_issues {
-        flatten(r, out, left_out, sub, &below);
-    }
-    let leaves: Vec<usize> = (me + 1..out.len())
-        .filter(|&i| out[i].ancestors.contains(&me) && is_task(&out[i]))
-        .collect();
-    out[me].leaves = leaves;
+/// The walk through the tree: the issues flattened, what was left out, and where each issue
+/// was first listed (the name of the issue listing it), run or not.
+struct Walk<'a> {
+    r: &'a ReadIssues,
+    out: Vec<FlatIssue<'a>>,
+    left_out: Vec<Note>,
+    seen: BTreeMap<Ref, String>,
 }
 
-/// The open issues without sub-issues below `group`, closed (`name`): each listed as not run.
-fn not_run_under(r: &ReadIssues, left_out: &mut Vec<Note>, group: &Issue, name: &str) {
-    for sub in group.sub_issues.iter().filter(|s| !s.closed) {
-        if sub.sub_issues.is_empty() {
-            left_out.push(Note {
-                issue: Ref::new(&sub.repo, sub.number).show(&r.repo),
-                text: format!("under {name}, which is closed: not run (reopen {name} to run it)"),
+impl<'a> Walk<'a> {
+    /// The parent's sub-issues walked (`parent_name`: the parent as notes name it), the
+    /// parent's author checked first.
+    fn tree(r: &'a ReadIssues, parent_name: &str) -> Self {
+        let mut walk = Walk {
+            r,
+            out: Vec::new(),
+            left_out: Vec::new(),
+            seen: BTreeMap::new(),
+        };
+        if !parent_trusted(r) {
+            walk.left_out.push(Note {
+                issue: parent_name.to_string(),
+                text: format!(
+                    "the parent issue, written by {}, who has no write access: its text is left \
+                     out of the prompts unless a writer says `/execute include {parent_name}`",
+                    who(&r.parent.author)
+                ),
             });
         }
-        not_run_under(r, left_out, sub, name);
+        for sub in &r.parent.sub_issues {
+            walk.flatten(sub, &[], parent_name);
+        }
+        walk
+    }
+
+    /// Whether `key`, listed under `place`, is seen for the first time (and now seen). GitHub
+    /// gives an issue one parent, so a second place means it moved while the issues were
+    /// read: it counts once, where it was first listed, and the second place says so.
+    fn first(&mut self, key: &Ref, place: &str) -> bool {
+        let Some(first) = self.seen.get(key) else {
+            self.seen.insert(key.clone(), place.to_string());
+            return true;
+        };
+        if first != place {
+            self.left_out.push(Note {
+                issue: key.show(&self.r.repo),
+                text: format!(
+                    "listed again under {place} (GitHub gives an issue one parent: it moved \
+                     while the issues were read): counted once, under {first}, where it was \
+                     first listed; read the issues again to take its new place"
+                ),
+            });
+        }
+        false
+    }
+
+    fn flatten(&mut self, issue: &'a Issue, ancestors: &[usize], place: &str) {
+        let r = self.r;
+        let key = Ref::new(&issue.repo, issue.number);
+        if key == Ref::new(&r.parent.repo, r.parent.number) || !self.first(&key, place) {
+            return;
+        }
+        let name = key.show(&r.repo);
+        if !r.writers.contains(&issue.author) && !r.include.contains(&key) {
+            let who = who(&issue.author);
+            self.left_out.push(Note {
+                issue: name.clone(),
+                text: format!(
+                    "written by {who}, who has no write access: left out (with its sub-issues) \
+                     unless a writer says `/execute include {name}`"
+                ),
+            });
+            return self.not_run_under(issue, &name, None);
+        }
+        let me = self.out.len();
+        self.out.push(FlatIssue {
+            issue,
+            key,
+            ancestors: ancestors.to_vec(),
+            leaves: Vec::new(),
+        });
+        if issue.closed {
+            // Closed, it is a completed task, and the team does not want what it holds run.
+            return self.not_run_under(issue, &name, Some(&name));
+        }
+        let mut below = ancestors.to_vec();
+        below.push(me);
+        for sub in &issue.sub_issues {
+            self.flatten(sub, &below, &name);
+        }
+        let out = &self.out;
+        let leaves: Vec<usize> = (me + 1..out.len())
+            .filter(|&i| out[i].ancestors.contains(&me) && is_task(&out[i]))
+            .collect();
+        self.out[me].leaves = leaves;
+    }
+
+    /// The issues below `group` (named `place`), none run: with `closed` (the closed group's
+    /// name), each open one without sub-issues listed as not run.
+    fn not_run_under(&mut self, group: &Issue, place: &str, closed: Option<&str>) {
+        for sub in &group.sub_issues {
+            let key = Ref::new(&sub.repo, sub.number);
+            if !self.first(&key, place) {
+                continue;
+            }
+            let name = key.show(&self.r.repo);
+            if let Some(closed) = closed.filter(|_| !sub.closed && sub.sub_issues.is_empty()) {
+                self.left_out.push(Note {
+                    issue: name.clone(),
+                    text: format!(
+                        "under {closed}, which is closed: not run (reopen {closed} to run it)"
+                    ),
+                });
+            }
+            self.not_run_under(sub, &name, closed);
+        }
     }
 }
 
@@ -232,21 +295,11 @@ pub fn convert(r: &ReadIssues) -> Result<Converted, Problem> {
             "add sub-issues to the parent issue (each one a task), then run again",
         ));
     }
-    let mut nodes = Vec::new();
-    let mut left_out = Vec::new();
-    if !parent_trusted(r) {
-        left_out.push(Note {
-            issue: parent_name.clone(),
-            text: format!(
-                "the parent issue, written by {}, who has no write access: its text is left \
-                 out of the prompts unless a writer says `/execute include {parent_name}`",
-                who(&r.parent.author)
-            ),
-        });
-    }
-    for sub in &r.parent.sub_issues {
-        flatten(r, &mut nodes, &mut left_out, sub, &[]);
-    }
+    let Walk {
+        out: nodes,
+        left_out,
+        ..
+    } = Walk::tree(r, &parent_name);
     let task_nodes: Vec<usize> = (0..nodes.len()).filter(|&i| is_task(&nodes[i])).collect();
     if task_nodes.is_empty() {
         let left: Vec<&str> = left_out

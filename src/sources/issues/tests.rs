@@ -366,3 +366,62 @@ fn a_task_left_out_when_read_again_is_not_said_to_be_no_longer_a_sub_issue() {
          dropped #2 Tokens: no longer a sub-issue\n"
     );
 }
+
+fn notes(c: &Converted) -> Vec<String> {
+    c.left_out
+        .iter()
+        .map(|n| format!("{}: {}", n.issue, n.text))
+        .collect()
+}
+
+/// GitHub gives an issue one parent, so a tree that lists one twice was read while it moved:
+/// it is one task at most, where it was first listed, and the other place says so. Listed
+/// first under a closed group, it is not run under an open one either.
+#[test]
+fn an_issue_listed_twice_counts_once_where_it_was_first_listed() {
+    let mut closed = issue(3, "Closed group", "");
+    closed.closed = true;
+    closed.sub_issues = vec![issue(4, "Lexer", "")];
+    let mut open = issue(6, "Open group", "");
+    open.sub_issues = vec![issue(4, "Lexer", ""), issue(5, "Parser", "")];
+    let c = convert(&reading(vec![closed.clone(), open.clone()])).unwrap();
+    assert_eq!(subjects(&c), ["#3 Closed group", "#5 Parser"]);
+    assert_eq!(
+        notes(&c),
+        [
+            "#4: under #3, which is closed: not run (reopen #3 to run it)",
+            "#4: listed again under #6 (GitHub gives an issue one parent: it moved while the \
+             issues were read): counted once, under #3, where it was first listed; read the \
+             issues again to take its new place"
+        ]
+    );
+    // The other order: it runs under the open group, and the closed one does not say it
+    // is not run.
+    let c = convert(&reading(vec![open, closed])).unwrap();
+    assert_eq!(subjects(&c), ["#4 Lexer", "#5 Parser", "#3 Closed group"]);
+    assert_eq!(c.left_out.len(), 1, "{:?}", notes(&c));
+    assert!(
+        notes(&c)[0].starts_with("#4: listed again under #3 "),
+        "{:?}",
+        notes(&c)
+    );
+}
+
+/// A sub-issue of a group left out for its author is left out with it, wherever else the tree
+/// lists it.
+#[test]
+fn a_left_out_groups_sub_issue_listed_elsewhere_is_not_run_there() {
+    let mut stranger = issue(3, "From a stranger", "");
+    stranger.author = "stranger".into();
+    stranger.sub_issues = vec![issue(4, "Lexer", "")];
+    let mut open = issue(6, "Open group", "");
+    open.sub_issues = vec![issue(4, "Lexer", ""), issue(5, "Parser", "")];
+    let c = convert(&reading(vec![stranger, open])).unwrap();
+    assert_eq!(subjects(&c), ["#5 Parser"]);
+    assert_eq!(c.left_out.len(), 2, "{:?}", notes(&c));
+    assert!(
+        notes(&c)[1].starts_with("#4: listed again under #6 "),
+        "{:?}",
+        notes(&c)
+    );
+}

@@ -73,18 +73,24 @@ pub fn parent_in(plan: &Plan, repo: &str) -> Option<u64> {
 /// The parent's status comment's list of what the reading left out (authors without write
 /// access), from the plan's record: one `- left out #N: why` line each, each line starting
 /// with a line break; empty when nothing was left out. Every rewrite of that comment keeps
-/// it, to the run's end.
-pub fn left_out_lines(plan: &Plan) -> String {
+/// it, to the run's end. The why made `inert` (the Action's one rule, `action::report::inert`:
+/// it names an author, whom a mention would ping at every rewrite); the issue linked when it
+/// reads as one.
+pub fn left_out_lines(plan: &Plan, inert: impl Fn(&str) -> String) -> String {
     let notes: Vec<super::Note> = recorded(plan, "leftOut")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
+    let repo = recorded(plan, "repo")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
     let mut s = String::new();
     for n in &notes {
+        let issue = super::body::one_ref(repo, &n.issue).map(|r| r.show(repo));
         let _ = write!(
             s,
             "\n- left out {}: {}",
-            crate::pure::sanitize::line(&n.issue),
-            crate::pure::sanitize::line(&n.text)
+            issue.unwrap_or_else(|| inert(&crate::pure::sanitize::line(&n.issue))),
+            inert(&crate::pure::sanitize::line(&n.text))
         );
     }
     s
@@ -144,5 +150,32 @@ mod tests {
         assert_eq!(closes(&plan), ["Closes x/lib#3", "Closes #4"]);
         plan.extra.remove(PLAN_FIELD);
         assert!(closes(&plan).is_empty());
+    }
+
+    /// The status comment's left-out list mentions nobody (a non-writer's login would be
+    /// pinged at every rewrite) and still links the issue.
+    #[test]
+    fn the_left_out_list_mentions_nobody() {
+        let sub = |n: u64, author: &str| Issue {
+            repo: "o/r".into(),
+            number: n,
+            author: author.into(),
+            ..Issue::default()
+        };
+        let mut parent = sub(1, "w");
+        parent.sub_issues = vec![sub(2, "w"), sub(3, "stranger")];
+        let r = ReadIssues {
+            repo: "o/r".into(),
+            parent,
+            writers: ["w".to_string()].into(),
+            ..ReadIssues::default()
+        };
+        let lines = left_out_lines(&convert(&r).unwrap().plan, crate::action::report::inert);
+        assert!(!lines.contains("@stranger"), "{lines}");
+        assert!(
+            lines.starts_with("\n- left out #3: written by @&#8203;stranger"),
+            "{lines}"
+        );
+        assert!(lines.contains("`/execute include #3`"), "{lines}");
     }
 }

@@ -82,8 +82,15 @@ static CHECKBOX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+\[([ xX])\]\s*(.*)$").unwrap());
 /// A task line without a checkbox of Spec Kit's: none, or another mark (`[~]`).
 static NO_CHECKBOX: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+(\[[^\]]?\]\s*)?(T\d+)\b").unwrap());
-static ID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(T\d+)(?:\s+|$)(.*)$").unwrap());
+    LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+(\[[^\]]?\]\s*)?(T\d+[A-Za-z]?)\b").unwrap());
+/// A dependency written as a list item (`- T008 blocks T009, T015`, the template's
+/// `## Dependencies` list until 2025; `- T009 depends on T008`).
+static STATED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*[-*+]\s+(T\d+[A-Za-z]?)\s+(?i:(blocks|depends\s+on))\s*:?\s+(.*)$").unwrap()
+});
+/// A task ID: `T012`, or `T012a` for one inserted after the list was numbered.
+static ID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(T\d+[A-Za-z]?)(?:\s+|$)(.*)$").unwrap());
 static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*(.*)$").unwrap());
 static DEPENDS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\(\s*depends\s+on\s*:?\s*([^)]*)\)").unwrap());
@@ -97,6 +104,9 @@ static FIELD: LazyLock<Regex> =
 /// A `## ` heading, or a deeper one that names a phase (`### Phase 3.1: Setup`).
 static SECTION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(?:##\s|#{3,4}\s+(?i:phase)\b)").unwrap());
+/// A heading that names a phase or a user story: where task lines are.
+static PHASE_HEADING: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)\b(?:phase|user\s+story)\b").unwrap());
 static STORY_HEADING: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\buser\s+story\s+\d+").unwrap());
 static BACKTICK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").unwrap());
@@ -107,6 +117,19 @@ static DOTFILE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\.[A-Za-z0-9][\
 
 fn id_number(id: &str) -> Option<u64> {
     id.strip_prefix('T').and_then(|n| n.parse().ok())
+}
+
+/// Which task an ID names: its number and the letter after it, in any case (`T010a` and
+/// `T010A` one task, `T010` and `T10` another); `None` for no task ID.
+fn id_key(id: &str) -> Option<u64> {
+    let (number, letter) = match id.strip_suffix(|c: char| c.is_ascii_alphabetic()) {
+        Some(number) => (
+            number,
+            u64::from(id.as_bytes()[number.len()].to_ascii_lowercase() - b'a' + 1),
+        ),
+        None => (id, 0),
+    };
+    Some(id_number(number)?.checked_mul(32)? + letter)
 }
 
 /// Reads `text` (the tasks.md at `path`, repository-relative, used in messages).

@@ -937,3 +937,80 @@ fn a_task_marked_with_a_mark_spec_kit_does_not_write_is_refused_at_its_line() {
         ]
     );
 }
+
+/// Spec Kit's template until 2025 ended tasks.md with a `## Dependencies` list written as
+/// `- T008 blocks T009, T015` (thousands of public tasks.md keep it): a list item that starts
+/// with an ID, no checkbox. It is an edge (T009 and T015 wait for T008), not a task missing
+/// its checkbox; an ID there that is no task is an error at its line.
+#[test]
+fn the_templates_dependencies_list_is_read_as_edges() {
+    let text = "# Tasks: Users\n\n## Phase 3.1: Setup\n- [ ] T001 Create project in src/main.py\n\
+                - [ ] T002 [P] Configure linting in setup.cfg\n\n## Phase 3.3: Core\n\
+                - [ ] T008 [P] User model in src/models/user.py\n\
+                - [ ] T009 [P] UserService in src/services/user_service.py\n\
+                - [ ] T015 [P] Connect to DB in src/db.py\n\n## Dependencies\n\
+                - Tests (T004-T007) before implementation (T008-T014)\n\
+                - T008 blocks T009, T015\n- T002 blocks T008 (lint first)\n\n\
+                ## Parallel Example\n```\n# Launch T008-T009 together:\n\
+                Task: \"User model in src/models/user.py\"\n```\n";
+    let p = read(text);
+    // [P] in one phase, they would not wait for each other.
+    assert_eq!(deps_of(&p, "T009"), ["T008"]);
+    assert_eq!(deps_of(&p, "T015"), ["T008"]);
+    let e = parse("t.md", &text.replace("T009, T015", "T009, T099")).unwrap_err();
+    let said: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        ["t.md:14: the dependency names T099, which is not a task in this file"]
+    );
+}
+
+/// Generated tasks.md often end with a `## Validation Checklist` (`- [x] All contracts have
+/// corresponding tests`) and summaries naming tasks (`- T039: Final validation`): in a section
+/// without task lines they are no tasks, said once as a warning; among task lines they are
+/// errors as before.
+#[test]
+fn a_checklist_section_without_task_lines_is_no_task() {
+    let text = "## Phase 1: Setup\n- [ ] T001 Create project in src/main.py\n\n\
+                ## Summary\n- T001: the project\n- T001-T004: setup\n\n\
+                ## Validation Checklist\n*GATE: Checked by main() before returning*\n\n\
+                - [x] All contracts have corresponding tests\n- [ ] Each task specifies exact file path\n";
+    let p = read(text);
+    assert_eq!(p.tasks.len(), 1);
+    assert_eq!(
+        p.warnings,
+        [
+            "specs/x/tasks.md:5: \"- T001: the project\" and the like under \"Summary\" are not read as tasks (no task line there)",
+            "specs/x/tasks.md:11: \"- [x] All contracts have corresponding tests\" and the like under \"Validation Checklist\" are not read as tasks (no task line there)",
+        ]
+    );
+    // Under a phase's heading, a task without its checkbox is refused as before.
+    let e = parse(
+        "t.md",
+        &format!("{text}\n## Phase 2: Core\n- T002 Do it in src/b.py\n"),
+    );
+    let said: Vec<String> = e.unwrap_err().iter().map(ToString::to_string).collect();
+    assert_eq!(said, ["t.md:15: task T002 has no checkbox"]);
+}
+
+/// A task inserted after the list was numbered takes a letter (`T010a`, thousands of public
+/// tasks.md have them): it is a task of its own, named so in `depends on` and ticked; `T010`
+/// and `T010a` are two tasks, `T010a` and `T010A` one.
+#[test]
+fn a_letter_after_the_number_is_a_task_of_its_own() {
+    let text = "## Phase 1: Setup\n- [ ] T010 Create model in src/a.py\n\
+                - [ ] T010a Add checks in src/b.py (depends on T010)\n\
+                - [ ] T011 Use them in src/c.py (depends on T010a)\n";
+    let p = read(text);
+    assert_eq!(p.tasks.len(), 3);
+    assert_eq!(deps_of(&p, "T011"), ["T010a"]);
+    let done = BTreeSet::from(["T010a".to_string()]);
+    let ticked = parse::tick("t.md", text, &done).unwrap();
+    assert!(ticked.contains("- [x] T010a Add checks"), "{ticked}");
+    let e = parse("t.md", &format!("{text}- [ ] T010A Again in src/d.py\n")).unwrap_err();
+    let said: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        ["t.md:5: task ID T010A is used twice (first on line 3)"]
+    );
+}

@@ -14,11 +14,11 @@
 //!   (`1`, or `"3.1"` in full) or, when no sibling has that ID, other tasks. A subtask that
 //!   waits for no sibling waits for what its task waits for.
 //! - **Status**: `done` (and `review`, `completed`) is completed and never run again;
-//!   `pending`, `in-progress`, `blocked` (any other word) runs. `cancelled` is not run and
-//!   settles its dependents' wait for it (a cancelled task will never be done). `deferred` is
-//!   not run in this run, and neither is anything that waits for it, directly or not (each is
-//!   named in a warning); a parent's `done`, `cancelled` or `deferred` holds for all its
-//!   subtasks.
+//!   `pending`, `in-progress` (any other word) runs. `cancelled` is not run and settles its
+//!   dependents' wait for it (a cancelled task will never be done). `deferred` and `blocked`
+//!   (the team's "not now": `task-master next` offers neither) are not run in this run, and
+//!   neither is anything that waits for them, directly or not (each is named in a warning);
+//!   a parent's `done`, `cancelled`, `deferred` or `blocked` holds for all its subtasks.
 //! - **Order through finished tasks**: a finished unit (done, cancelled) orders nothing by
 //!   itself, but the path through it still does: an open unit waits for every open unit it
 //!   reaches through `dependencies`, whatever lies between (a done subtask, an `in-progress`
@@ -33,7 +33,7 @@
 //! - **Write-back**: each round commit sets `"status": "done"` on the units completed so far
 //!   (and on a task whose subtasks are all done) in the committed tasks.json of the round's
 //!   index; only those bytes change, so key order, unknown fields and formatting are kept.
-//!   A status the team set that is not open (`review`, `cancelled`, `deferred`) stays.
+//!   A status the team set that is not open (`review`, `cancelled`, `deferred`, `blocked`) stays.
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
 //! - **The team's edits win**: a unit whose status (or `updatedAt`, which `task-master
 //!   set-status` stamps) changed since dagexec last read the file starts from the file's
@@ -133,7 +133,7 @@ fn current_tag(cx: &Context<'_>) -> Option<String> {
     v.get("currentTag")?.as_str().map(str::to_string)
 }
 
-/// The units not run: cancelled and deferred ones, and whatever waits for a deferred one.
+/// The units not run: cancelled and held ones, and whatever waits for a held one.
 fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, usize)>) {
     let mut out: BTreeSet<usize> = BTreeSet::new();
     let mut waiting: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -142,21 +142,21 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, usize)>) {
             waiting.entry(d).or_default().push(i);
         }
     }
-    let mut deferred_by: Vec<(usize, usize)> = Vec::new();
+    let mut held_by: Vec<(usize, usize)> = Vec::new();
     let mut stack: Vec<(usize, usize)> = Vec::new();
     for (i, it) in items.iter().enumerate() {
         match it.state {
             State::Cancelled => {
                 out.insert(i);
             }
-            State::Deferred => {
+            State::Held => {
                 out.insert(i);
                 stack.push((i, i));
             }
             _ => {}
         }
     }
-    // What waits for a deferred unit through finished ones (done, cancelled) waits for it too.
+    // What waits for a held unit through finished ones (done, cancelled) waits for it too.
     let mut through: BTreeSet<(usize, usize)> = BTreeSet::new();
     while let Some((d, root)) = stack.pop() {
         for &w in waiting.get(&d).map_or(&[][..], Vec::as_slice) {
@@ -168,15 +168,15 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, usize)>) {
                 }
                 _ => {
                     if out.insert(w) {
-                        deferred_by.push((w, root));
+                        held_by.push((w, root));
                         stack.push((w, root));
                     }
                 }
             }
         }
     }
-    deferred_by.sort_unstable();
-    (out, deferred_by)
+    held_by.sort_unstable();
+    (out, held_by)
 }
 
 /// The plan tasks unit `i` waits for. A cancelled unit is settled (it will never be done, and
@@ -227,13 +227,16 @@ fn description(rel: &str, it: &Item) -> String {
 }
 
 fn build(rel: &str, r: &read::Read) -> Built {
-    let (skip, deferred_by) = settled(&r.items);
-    let mut warnings: Vec<String> = deferred_by
+    let (skip, held_by) = settled(&r.items);
+    let mut warnings: Vec<String> = held_by
         .iter()
         .map(|&(w, root)| {
             format!(
-                "{rel}: {}: task {} waits for deferred task {}, so it is not run either",
-                r.items[w].path, r.items[w].id, r.items[root].id
+                "{rel}: {}: task {} waits for {} task {}, so it is not run either",
+                r.items[w].path,
+                r.items[w].id,
+                r.items[root].word(),
+                r.items[root].id
             )
         })
         .collect();

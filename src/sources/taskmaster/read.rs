@@ -10,14 +10,15 @@ use crate::sources::Problem;
 /// What a unit's status means for the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
-    /// `pending`, `in-progress`, `blocked` or any other word: to run.
+    /// `pending`, `in-progress` or any other word: to run.
     Open,
     /// `done` (`completed`, `review`): not run again.
     Done,
     /// `cancelled`: not run; what waits for it does not wait.
     Cancelled,
-    /// `deferred`: not run in this run, nor is what waits for it.
-    Deferred,
+    /// `deferred`, `blocked` (the team's "not now", which `task-master next` never offers):
+    /// not run in this run, nor is what waits for it.
+    Held,
 }
 
 impl State {
@@ -26,7 +27,7 @@ impl State {
         match status.trim().to_ascii_lowercase().as_str() {
             "done" | "completed" | "review" => State::Done,
             "cancelled" | "canceled" => State::Cancelled,
-            "deferred" => State::Deferred,
+            "deferred" | "blocked" => State::Held,
             _ => State::Open,
         }
     }
@@ -55,9 +56,14 @@ pub(crate) struct Item {
 }
 
 impl Item {
+    /// Its status word as written, lower case (its [`Item::mark`] without the time).
+    pub(crate) fn word(&self) -> &str {
+        self.mark.split_once('@').map_or(&self.mark, |(w, _)| w)
+    }
+
     /// The unit `v` (`id` at `path`) of task `task` (itself, or its subtask's parent), whose
     /// state is `state`: a subtask of an open task has its own status, one of a task done,
-    /// cancelled or deferred its task's.
+    /// cancelled or held its task's.
     fn of(
         v: &Value,
         task: &Value,
@@ -254,7 +260,7 @@ impl Walk<'_> {
                             );
                             continue;
                         }
-                        // A parent done, cancelled or deferred settles its subtasks.
+                        // A parent done, cancelled or held settles its subtasks.
                         let item = Item::of(s, t, full, spath, state, Some(parent.clone()));
                         units.push(self.push(item));
                     }

@@ -84,6 +84,27 @@ fn cancelled_settles_its_dependents_and_deferred_holds_them_back() {
     );
 }
 
+/// `blocked` is the team's word for "cannot go on now" (`task-master next` never offers a
+/// blocked task, nor one waiting for it): dagexec does not run it, nor what waits for it, as
+/// for `deferred`, and the warning says which word held them.
+#[test]
+fn blocked_holds_a_task_and_its_dependents_back_as_the_team_set_it() {
+    let text = r#"{"tasks": [
+      {"id": 1, "title": "a", "status": "blocked"},
+      {"id": 2, "title": "b", "status": "pending", "dependencies": [1]},
+      {"id": 3, "title": "c", "status": "pending", "subtasks": [
+        {"id": 1, "title": "x", "status": "Blocked"}, {"id": 2, "title": "y", "status": "pending"}]}
+    ]}"#;
+    let b = built(text).unwrap();
+    assert_eq!(ids(&b), ["3.2"]);
+    assert_eq!(
+        b.warnings,
+        [format!(
+            "{REL}: tasks[1]: task 2 waits for blocked task 1, so it is not run either"
+        )]
+    );
+}
+
 #[test]
 fn a_parents_status_holds_for_its_subtasks() {
     let text = r#"{"tasks": [

@@ -23,7 +23,7 @@ fn span(text: &str, raw: &RawValue) -> (usize, usize) {
 type Edit = (usize, usize, &'static str);
 
 /// The edit that makes the object `obj` (its members `m`) `done`: nothing when its status is
-/// not open (done already, or `review`, `cancelled`, `deferred` as the team set it), or not a
+/// not open (done already, or `review`, `cancelled`, `deferred`, `blocked` as the team set it), or not a
 /// plain value.
 fn set_done(text: &str, obj: &RawValue, m: &Members<'_>) -> Option<Edit> {
     let Some(status) = m.get("status") else {

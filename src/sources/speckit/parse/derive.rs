@@ -1,6 +1,6 @@
 //! The edges: phase order, `[P]`, `(depends on …)`, stories; and the cycle check.
 
-use super::{Parsed, id_number};
+use super::{Parsed, id_key};
 use crate::sources::Problem;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -116,7 +116,7 @@ fn explicit_edges(
     let mut errors = Vec::new();
     for (t, task) in out.tasks.iter().enumerate() {
         for d in &task.depends_on {
-            match id_number(d).and_then(|n| by_number.get(&n)) {
+            match id_key(d).and_then(|n| by_number.get(&n)) {
                 Some(&j) if j == t => errors.push(cycle(path, task.line, &[&task.id, &task.id])),
                 Some(&j) => {
                     deps[t].insert(j);

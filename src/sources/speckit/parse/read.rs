@@ -2,14 +2,14 @@
 //! yet).
 
 use super::{
-    CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, Parsed, Phase, SECTION, STORY_HEADING,
-    TaskLine, files_of, id_number,
+    CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, PHASE_HEADING, Parsed, Phase, SECTION,
+    STATED, STORY_HEADING, TaskLine, files_of, id_key, id_number,
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// The phases and task lines of `text` (no edges yet), and the tasks by ID number.
+/// The phases and task lines of `text` (no edges yet), and the tasks by [`super::id_key`].
 #[allow(clippy::type_complexity)]
 pub(super) fn read_lines(
     path: &str,
@@ -23,10 +23,15 @@ pub(super) fn read_lines(
         section: None,
         section_phase: None,
         by_number: BTreeMap::new(),
+        stated: Vec::new(),
+        section_no: 0,
+        tasked: tasked_sections(text),
+        warned: BTreeSet::new(),
     };
     for content in content_lines(text) {
         r.line(&content);
     }
+    r.add_stated();
     let LinesRead {
         mut errors,
         out,
@@ -54,6 +59,31 @@ struct LinesRead<'a> {
     section: Option<Phase>,
     section_phase: Option<usize>,
     by_number: BTreeMap<u64, usize>,
+    /// The dependencies stated as list items: (line, waiting ID, the IDs it waits for).
+    stated: Vec<(usize, String, Vec<String>)>,
+    /// The sections so far (`## …` headings), the ones with task lines, and the ones whose
+    /// lines that are no task lines were said to be none.
+    section_no: usize,
+    tasked: BTreeSet<usize>,
+    warned: BTreeSet<usize>,
+}
+
+/// The sections (numbered as [`LinesRead::section_no`]) with a task line.
+fn tasked_sections(text: &str) -> BTreeSet<usize> {
+    let mut section_no = 0;
+    let mut tasked = BTreeSet::new();
+    for content in content_lines(text) {
+        let trimmed = content.text.trim_start();
+        if SECTION.is_match(trimmed) {
+            section_no += 1;
+        } else if CHECKBOX
+            .captures(trimmed)
+            .is_some_and(|c| ID.is_match(c[2].trim()))
+        {
+            tasked.insert(section_no);
+        }
+    }
+    tasked
 }
 
 impl LinesRead<'_> {
@@ -79,10 +109,23 @@ impl LinesRead<'_> {
                 ..Default::default()
             });
             self.section_phase = None;
+            self.section_no += 1;
             return;
         }
         if let Some(c) = FIELD.captures(trimmed) {
             self.field(&c[1].trim().to_ascii_lowercase(), c[2].trim().to_string());
+            return;
+        }
+        if let Some(c) = STATED.captures(trimmed) {
+            let ids = stated_ids(&c[3]);
+            if c[2].eq_ignore_ascii_case("blocks") {
+                let stated = ids
+                    .into_iter()
+                    .map(|w| (line_no, w, vec![c[1].to_string()]));
+                self.stated.extend(stated);
+            } else {
+                self.stated.push((line_no, c[1].to_string(), ids));
+            }
             return;
         }
         if let Some(c) = NO_CHECKBOX.captures(trimmed)
@@ -98,11 +141,8 @@ impl LinesRead<'_> {
                     )
                 },
             );
-            self.malformed(
-                line_no,
-                format!("task {id} {why}"),
-                format!("write it as `- [ ] {id} Description in path/to/file`"),
-            );
+            let hint = format!("write it as `- [ ] {id} Description in path/to/file`");
+            self.doubtful(line_no, trimmed, format!("task {id} {why}"), hint);
             return;
         }
         if let Some(head) = self.head(content) {
@@ -129,6 +169,22 @@ impl LinesRead<'_> {
         self.errors.push(Problem::at(self.path, line, why, hint));
     }
 
+    /// A line like a task line that is none (`text`): among task lines or under a phase's
+    /// heading an error (`why`), in another section without task lines (a checklist, a
+    /// summary naming tasks) none, said once a section.
+    fn doubtful(&mut self, line: usize, text: &str, why: String, hint: impl Into<String>) {
+        let title = self.section.as_ref().map_or("Tasks", |s| s.title.as_str());
+        if self.tasked.contains(&self.section_no) || PHASE_HEADING.is_match(title) {
+            return self.malformed(line, why, hint);
+        }
+        if self.warned.insert(self.section_no) {
+            self.out.warnings.push(format!(
+                "{}:{line}: {text:?} and the like under {title:?} are not read as tasks (no task line there)",
+                self.path
+            ));
+        }
+    }
+
     /// A checkbox line's task as written (ID, line, checkbox, markers and description; its
     /// phase, dependencies and files not read yet); `None` (an error kept) when it has no ID or
     /// no description, or is no checkbox line.
@@ -141,8 +197,9 @@ impl LinesRead<'_> {
             content.start + (line.len() - trimmed.len()) + c.get(1).map_or(0, |m| m.start());
         let rest = c[2].trim();
         let Some(idc) = ID.captures(rest) else {
-            self.malformed(
+            self.doubtful(
                 content.number,
+                trimmed,
                 format!("the checkbox line {rest:?} has no task ID"),
                 "every task line is `- [ ] T0NN [P] [USn] Description`; give it the next free ID",
             );
@@ -185,7 +242,7 @@ impl LinesRead<'_> {
     /// A task line: its ID unique, its `depends on` IDs, its phase and files.
     fn task(&mut self, mut t: TaskLine) {
         let (id, line_no) = (&t.id, t.line);
-        let number = id_number(id).unwrap_or(u64::MAX);
+        let number = id_key(id).unwrap_or(u64::MAX);
         if let Some(&first) = self.by_number.get(&number) {
             self.errors.push(Problem::at(
                 self.path,
@@ -239,7 +296,7 @@ impl LinesRead<'_> {
                             "write a range as T003-T005 (first, then last, at most 1000 tasks)",
                         ),
                     }
-                } else if id_number(token).is_some() {
+                } else if id_key(token).is_some() {
                     depends_on.push(token.to_string());
                 } else {
                     self.malformed(
@@ -251,6 +308,28 @@ impl LinesRead<'_> {
             }
         }
         depends_on
+    }
+
+    /// The dependencies stated as list items, added to the tasks' own; an ID there that is no
+    /// task is an error at its line.
+    fn add_stated(&mut self) {
+        for (line_no, waits, on) in std::mem::take(&mut self.stated) {
+            let task = |id: &str| id_key(id).and_then(|n| self.by_number.get(&n).copied());
+            let unknown = std::iter::once(&waits)
+                .chain(&on)
+                .find(|id| task(id).is_none());
+            match (unknown, task(&waits)) {
+                (None, Some(t)) => self.out.tasks[t].depends_on.extend(on),
+                (id, _) => self.malformed(
+                    line_no,
+                    format!(
+                        "the dependency names {}, which is not a task in this file",
+                        id.unwrap_or(&waits)
+                    ),
+                    "fix the ID or drop the line",
+                ),
+            }
+        }
     }
 
     /// The phase a task line joins: the current section's, made a phase on its first task.
@@ -276,6 +355,21 @@ pub(crate) fn read_lines_for_tests(path: &str, text: &str) -> (Parsed, BTreeMap<
     let (mut out, by_number) = read_lines(path, text).unwrap_or_else(|e| panic!("{e:?}"));
     super::classify_files(&mut out);
     (out, by_number)
+}
+
+/// The task IDs (and ranges) a stated dependency lists, up to the first word that is neither
+/// (`T009, T015 (shared model)` → T009, T015).
+fn stated_ids(list: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let tokens = list.split([',', ';', ' ']).map(str::trim);
+    for token in tokens.filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and")) {
+        match id_range(token) {
+            Some(Ok(range)) => ids.extend(range),
+            None if id_key(token).is_some() => ids.push(token.to_string()),
+            _ => break,
+        }
+    }
+    ids
 }
 
 /// The IDs of a range `T003-T005` (`–`, `..`), written as wide as its first ID; `None` for a
