@@ -1668,3 +1668,44 @@ fn the_work_jobs_git_runs_no_filter_task_code_chose() {
     let patch = std::fs::read_to_string(art.join("changes.patch")).unwrap();
     assert!(patch.contains("a.txt"), "{patch}");
 }
+
+/// Task code that leaves a process behind: out of its group and session, its environment
+/// cleared (so no tag finds it), its pid in @PID@.
+const ESCAPING_WORKER: &str = r#"cat > /dev/null
+echo a > a.txt
+setsid env -i sh -c 'echo $$ > @PID@; exec sleep 60' < /dev/null > /dev/null 2>&1 &
+while [ ! -s @PID@ ]; do sleep 0.05; done
+echo 'COMPLETED: a'
+"#;
+
+/// Defect (issue 34): the work job read and wrote the agent's folders as root (the worker's
+/// log, a long-run summary, git's staging) while a process the worker left behind still ran
+/// as the agent's user — until the reaper at the job's end — free to swap a folder for a
+/// link between dagexec's check and its use. Every process the worker left is gone before
+/// the job reads its tree: the task's check, which runs after, finds none.
+#[test]
+fn nothing_the_worker_left_runs_while_the_job_reads_its_tree() {
+    let _agent_user = crate::common::agent_user::shared();
+    let Some(agent) = crate::common::agent_user::made() else {
+        return;
+    };
+    let pid = std::env::temp_dir().join(format!("dagexec-escapee-{}", fastrand_suffix()));
+    let _ = std::fs::remove_file(&pid);
+    let mut task = lab::task("A", &["a.txt"], &[]);
+    let check = format!("! kill -0 \"$(cat {})\" 2>/dev/null", pid.display());
+    task["agent"] = json!({"acceptanceCriteria": [{"criterion": "nothing left", "check": check}]});
+    let worker = ESCAPING_WORKER.replace("@PID@", pid.to_str().unwrap());
+    let lab = lab::lab()
+        .plan("Escape", vec![task])
+        .worker(&worker)
+        .env("DAGEXEC_AGENT_USER", &agent)
+        .start();
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    let art = lab.tmp.path().join("art");
+    lab.work_job(1, (0, 1), &o["round"], &o["base"], &art);
+    let result = std::fs::read_to_string(art.join("result.json")).unwrap();
+    let _ = std::fs::remove_file(&pid);
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(result["acceptance"][0]["passed"], true, "{result:#}");
+}
