@@ -181,8 +181,7 @@ fn bare(dir: &Path) -> Command {
 
 /// `git status --porcelain -z` in `dir`, which sees every untracked file and into
 /// submodules (not when task code runs as another user: [`disarmed`]), without taking the
-/// index lock; `options` add to it (which ignored files show,
-/// the paths).
+/// index lock; `options` add to it (which ignored files show, the paths).
 pub(super) fn status<'a>(dir: &'a Path, label: &'static str, options: &[&str]) -> Git<'a> {
     git(dir, label)
         .env("GIT_OPTIONAL_LOCKS", "0")
