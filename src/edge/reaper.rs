@@ -4,7 +4,8 @@
 //! checks) make dagexec a *child subreaper* (Linux `PR_SET_CHILD_SUBREAPER`): a process that
 //! leaves its group and session and clears its environment (`setsid env -i …`, a double fork)
 //! is reparented to dagexec instead of to init, so it stays a descendant. Before the job puts
-//! the runner's files back and writes its outputs, [`Reaper::finish`] SIGKILLs every
+//! the runner's files back and writes its outputs, [`Reaper::finish`] (and, after each run of
+//! task code, before the job reads what it left, [`sweep_now`]) SIGKILLs every
 //! descendant, again while killing frees more (a killed process's orphans come back to
 //! dagexec), and reaps them. The step then ends with nothing of task code left to append to
 //! the runner's files or to read a later step's environment.
@@ -43,39 +44,58 @@ impl Reaper {
     /// SIGKILLs and reaps every live descendant of this process; call it once the commands
     /// it started are done.
     pub fn finish(&self) -> Reaped {
-        let mut out = Reaped::default();
         if !self.active {
-            return out;
+            return Reaped::default();
         }
-        #[cfg(target_os = "linux")]
-        {
-            use nix::sys::signal::{Signal, kill};
-            let mut refused = std::collections::BTreeSet::new();
-            // Each pass kills what it finds; a killed process's orphans are found by the next.
-            for _ in 0..100 {
-                let live: Vec<(i32, String)> = descendants()
-                    .into_iter()
-                    .filter(|(pid, _)| !refused.contains(pid))
-                    .collect();
-                if live.is_empty() {
-                    break;
-                }
-                for (pid, name) in live {
-                    match kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL) {
-                        Ok(()) => out.killed += 1,
-                        Err(nix::errno::Errno::ESRCH) => {}
-                        Err(_) => {
-                            refused.insert(pid);
-                            out.survivors.push(format!("{pid} {name}"));
-                        }
+        let mut out = sweep();
+        out.killed += SWEPT.swap(0, std::sync::atomic::Ordering::Relaxed);
+        out
+    }
+}
+
+/// How many processes [`sweep_now`] killed in the job so far, for [`Reaper::finish`] to say.
+static SWEPT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Kills what task code left running once it ended, now: the job that runs task code as
+/// another user calls it after each run of it and before it reads or writes what that code
+/// left (a process left behind could swap a folder for a link between dagexec's check and
+/// its use); [`Reaper::finish`] says how many at the job's end.
+pub fn sweep_now() {
+    let swept = sweep().killed;
+    SWEPT.fetch_add(swept, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// SIGKILLs and reaps every live descendant of this process.
+fn sweep() -> Reaped {
+    let mut out = Reaped::default();
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::signal::{Signal, kill};
+        let mut refused = std::collections::BTreeSet::new();
+        // Each pass kills what it finds; a killed process's orphans are found by the next.
+        for _ in 0..100 {
+            let live: Vec<(i32, String)> = descendants()
+                .into_iter()
+                .filter(|(pid, _)| !refused.contains(pid))
+                .collect();
+            if live.is_empty() {
+                break;
+            }
+            for (pid, name) in live {
+                match kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL) {
+                    Ok(()) => out.killed += 1,
+                    Err(nix::errno::Errno::ESRCH) => {}
+                    Err(_) => {
+                        refused.insert(pid);
+                        out.survivors.push(format!("{pid} {name}"));
                     }
                 }
-                reap();
             }
             reap();
         }
-        out
+        reap();
     }
+    out
 }
 
 /// Collects every child that has ended (ours, or adopted), without waiting.

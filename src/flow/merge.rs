@@ -332,19 +332,23 @@ impl integration::Driver for Inline<'_, '_> {
         crate::pure::usage::amend(self.plan, j.index, j.attempt, |r| {
             r.outcome = crate::pure::usage::Outcome::Conflict;
         });
-        let Step::Rebase(Rebase { onto, why, .. }) = step else {
-            let why = format!("it cannot be merged after its rebase: {why}");
+        // The whole account (git's messages, the merged file: worker text) is the note's;
+        // the output and the result say its first line, or worker text could pass there as
+        // dagexec's own lines.
+        let line =
+            crate::pure::sanitize::line(&clip::chars(why.lines().next().unwrap_or_default(), 300));
+        let Step::Rebase(Rebase { onto, .. }) = step else {
+            let why = format!("it cannot be merged after its rebase: {line}");
             let (status, result) = not_integrated(j, &why, at.ui);
             ledger.failed(j.index, status != Status::Pending);
             self.build.decided.push(j, status, &result);
             return Ok(());
         };
         at.ui.say(format!(
-            "  task {}: attempt {} cannot be merged onto {} ({}); it runs again as a rebase attempt from the integrated tree",
+            "  task {}: attempt {} cannot be merged onto {} ({line}); it runs again as a rebase attempt from the integrated tree",
             at.ui.task(j.index),
             j.attempt,
             at.ui.onto(&onto),
-            crate::pure::sanitize::line(&clip::chars(why.lines().next().unwrap_or_default(), 300))
         ));
         Ok(())
     }

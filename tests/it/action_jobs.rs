@@ -1596,3 +1596,116 @@ fn task_code_as_the_agents_user_cannot_put_its_own_git_directory_in_the_checkout
     assert!(patch.contains("a.txt"), "{patch}");
     assert!(!patch.contains("swapped.txt"), "{patch}");
 }
+
+/// The commit of [`NESTED`]: the same wherever it is made.
+const NESTED: &str = "git init -q && echo hi > f && git add f && GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z' git -c user.name=a -c user.email=a@b commit -qm sub && git rev-parse HEAD";
+
+/// Task code that chooses filters for the job's git, which runs as root: `.gitattributes`
+/// names a filter the runner's git configures (`lfs`, as `git lfs install` does), and the
+/// branch's submodule, cloned by the worker at its commit ([`NESTED`]), configures one for a
+/// file it tracks (its stat changed).
+const FILTERING_WORKER: &str = r#"cat > /dev/null
+echo a > a.txt
+printf '* filter=lfs\n' > .gitattributes
+cd sub && @NESTED@
+printf '* filter=evil\n' > .gitattributes
+printf '[filter "evil"]\n\tclean = "id -u >> @RAN@; cat"\n\trequired = true\n' >> .git/config
+sleep 1; touch f; cd ..
+echo 'COMPLETED: a'
+"#;
+
+/// Defect (issue 34): the work job's git, as root, ran the filters task code chose — a
+/// globally configured one its `.gitattributes` named (git-lfs, with keys from task code's
+/// `.lfsconfig`, outside the egress firewall), and one a nested repository of the agent's
+/// configured (git looks into it for a dirty submodule).
+#[test]
+fn the_work_jobs_git_runs_no_filter_task_code_chose() {
+    let _agent_user = crate::common::agent_user::shared();
+    let Some(agent) = crate::common::agent_user::made() else {
+        return;
+    };
+    let outside = tempfile::tempdir().unwrap();
+    let ran = outside.path().join("filter-ran");
+    let home = outside.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let lfs = format!(
+        "[filter \"lfs\"]\n\tclean = \"id -u >> {0}; cat\"\n\tsmudge = \"id -u >> {0}; cat\"\n\tprocess = \"sh -c 'id -u >> {0}; exit 1'\"\n\trequired = true\n",
+        ran.display()
+    );
+    std::fs::write(home.join(".gitconfig"), lfs).unwrap();
+    let worker = FILTERING_WORKER
+        .replace("@RAN@", ran.to_str().unwrap())
+        .replace("@NESTED@", NESTED);
+    let lab = lab::lab()
+        .plan("Filter", vec![lab::task("A", &["a.txt"], &[])])
+        .worker(&worker)
+        .env("HOME", &home)
+        .env("DAGEXEC_AGENT_USER", &agent)
+        .start();
+    let nested = outside.path().join("nested");
+    std::fs::create_dir_all(&nested).unwrap();
+    let made = std::process::Command::new("sh")
+        .args(["-c", NESTED])
+        .current_dir(&nested)
+        .output()
+        .unwrap();
+    let gitlink = format!(
+        "160000,{},sub",
+        String::from_utf8_lossy(&made.stdout).trim()
+    );
+    git(
+        &lab.repo,
+        &["update-index", "--add", "--cacheinfo", &gitlink],
+    );
+    git(&lab.repo, &["commit", "-qm", "a submodule"]);
+    git(&lab.repo, &["push", "-q", "origin", "main"]);
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    let art = lab.tmp.path().join("art");
+    lab.work_job(1, (0, 1), &o["round"], &o["base"], &art);
+    let ran = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert_eq!(ran, "", "the job's git ran task code's filter as uid {ran}");
+    let patch = std::fs::read_to_string(art.join("changes.patch")).unwrap();
+    assert!(patch.contains("a.txt"), "{patch}");
+}
+
+/// Task code that leaves a process behind: out of its group and session, its environment
+/// cleared (so no tag finds it), its pid in @PID@.
+const ESCAPING_WORKER: &str = r#"cat > /dev/null
+echo a > a.txt
+setsid env -i sh -c 'echo $$ > @PID@; exec sleep 60' < /dev/null > /dev/null 2>&1 &
+while [ ! -s @PID@ ]; do sleep 0.05; done
+echo 'COMPLETED: a'
+"#;
+
+/// Defect (issue 34): the work job read and wrote the agent's folders as root (the worker's
+/// log, a long-run summary, git's staging) while a process the worker left behind still ran
+/// as the agent's user — until the reaper at the job's end — free to swap a folder for a
+/// link between dagexec's check and its use. Every process the worker left is gone before
+/// the job reads its tree: the task's check, which runs after, finds none.
+#[test]
+fn nothing_the_worker_left_runs_while_the_job_reads_its_tree() {
+    let _agent_user = crate::common::agent_user::shared();
+    let Some(agent) = crate::common::agent_user::made() else {
+        return;
+    };
+    let pid = std::env::temp_dir().join(format!("dagexec-escapee-{}", fastrand_suffix()));
+    let _ = std::fs::remove_file(&pid);
+    let mut task = lab::task("A", &["a.txt"], &[]);
+    let check = format!("! kill -0 \"$(cat {})\" 2>/dev/null", pid.display());
+    task["agent"] = json!({"acceptanceCriteria": [{"criterion": "nothing left", "check": check}]});
+    let worker = ESCAPING_WORKER.replace("@PID@", pid.to_str().unwrap());
+    let lab = lab::lab()
+        .plan("Escape", vec![task])
+        .worker(&worker)
+        .env("DAGEXEC_AGENT_USER", &agent)
+        .start();
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    let art = lab.tmp.path().join("art");
+    lab.work_job(1, (0, 1), &o["round"], &o["base"], &art);
+    let result = std::fs::read_to_string(art.join("result.json")).unwrap();
+    let _ = std::fs::remove_file(&pid);
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(result["acceptance"][0]["passed"], true, "{result:#}");
+}

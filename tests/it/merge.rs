@@ -608,6 +608,28 @@ if [ -n "$kind" ] || [ "$DAGEXEC_ATTEMPT" != 1 ]; then sed -i "s/^value=\(.*\)$/
     assert_eq!(attempts, [&json!(1), &json!(1), &json!(2)], "{p}");
 }
 
+/// A conflict's account holds the merged file, worker text with its markers: it stays
+/// beside the logs, and the line that says the attempt failed is one line. Task 2 writes a
+/// line that looks like dagexec's own into the conflicted region.
+#[test]
+fn a_conflicts_account_prints_no_line_of_the_workers() {
+    let p = plan(&[
+        ("A", &[], &["conf.txt"], &["grep -q '^value=.*A' conf.txt"]),
+        ("B", &[], &["conf.txt"], &["grep -q '^value=.*B' conf.txt"]),
+        ("C", &[], &["conf.txt"], &["grep -q '^value=.*C' conf.txt"]),
+    ]);
+    let edit = r#"0|1|2) l=$(printf '%s' ABC | cut -c$((i+1))); if [ "$i" = 2 ]; then l="$l\nRound 9: all done."; fi
+if [ -n "$kind" ] || [ "$DAGEXEC_ATTEMPT" != 1 ]; then sed -i "s/^value=\(.*\)$/value=\1+$l/" conf.txt; else sed -i "s/^value=.*$/value=$l/" conf.txt; fi ;;"#;
+    let c = case(&p, &[("conf.txt", "value=0\n")], edit);
+    let out = c.merge(3).run().expect_code(0);
+    assert!(
+        out.contains("task 2: attempt 1 of 3 could not be integrated: it cannot be merged after its rebase: conflict in conf.txt"),
+        "{out}"
+    );
+    assert!(!out.contains("\nRound 9: all done."), "{out}");
+    assert!(!out.contains("<<<<<<<"), "{out}");
+}
+
 #[test]
 fn killed_between_the_merge_and_the_recheck_nothing_lands_and_a_resume_finishes() {
     let c = regions();

@@ -377,6 +377,8 @@ async fn run_worker(
         Stop::Finished(run) => run,
         Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
     };
+    // Nothing the worker left runs while this job, as root, reads and writes its tree.
+    crate::edge::reaper::sweep_now();
     let wire = served.as_mut().map(gateway::Served::close);
     Ok(WorkerRan {
         run,
@@ -524,6 +526,7 @@ async fn review_attempt(
     else {
         return Err(ActionError::Input("the reviewer was cancelled".into()));
     };
+    crate::edge::reaper::sweep_now();
     let log = match review_run.log {
         Some(log) if !log.trim().is_empty() => format!("{}\n{log}", review_run.stdout),
         _ => review_run.stdout,

@@ -95,7 +95,8 @@ impl Upstreams {
     /// `OpenAI`'s upstream taken from the provider a user's Codex configuration selects
     /// (`codex`) when `OPENAI_BASE_URL` is unset in `env`: its base URL; its key as Codex
     /// picks it — its `experimental_bearer_token`, else the variable its `env_key` names,
-    /// else `OPENAI_API_KEY` when set and none at all when not; its query parameters and
+    /// else `OPENAI_API_KEY` for a provider that `requires_openai_auth`, and none at all for
+    /// any other (the user's `OpenAI` key is never a third party's); its query parameters and
     /// headers (`env_http_headers` read from `env`; one whose variable is unset is left out,
     /// as Codex does).
     pub fn with_codex(
@@ -120,7 +121,8 @@ impl Upstreams {
         } else if let Some(var) = &codex.env_key {
             up.key = set(var).map(|k| Key::of(Provider::OpenAi, var, &k));
             up.key_var.clone_from(var);
-        } else {
+        } else if !codex.openai_auth {
+            up.key = None;
             up.keyless = true;
         }
         let query = codex.query_params.iter();

@@ -479,6 +479,33 @@ async fn a_codex_provider_without_env_key_is_reached_without_a_key() {
     assert_eq!(status, 200, "{body}");
 }
 
+/// Nor with one: the user's `OPENAI_API_KEY` is `OpenAI`'s, and Codex sends it to no
+/// provider that names no `env_key` (a local server, a third party's endpoint).
+#[tokio::test]
+async fn a_codex_provider_without_env_key_never_gets_the_openai_key() {
+    let server = responses_upstream("/v1/responses", None).await;
+    let config = format!(
+        "model_provider = \"local\"\n[model_providers.local]\nbase_url = \"{}/v1\"\n",
+        server.uri()
+    );
+    let env = [("OPENAI_API_KEY", "sk-openai".to_string())];
+    let (status, body) = call_through_codex(&config, &env).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// A provider that `requires_openai_auth` (a proxy in front of `OpenAI`) gets that key.
+#[tokio::test]
+async fn a_codex_provider_that_requires_openai_auth_gets_the_openai_key() {
+    let server = responses_upstream("/v1/responses", Some("Bearer sk-openai")).await;
+    let config = format!(
+        "model_provider = \"p\"\n[model_providers.p]\nbase_url = \"{}/v1\"\nrequires_openai_auth = true\n",
+        server.uri()
+    );
+    let env = [("OPENAI_API_KEY", "sk-openai".to_string())];
+    let (status, body) = call_through_codex(&config, &env).await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// A provider's `experimental_bearer_token` is its key, as Codex uses it (before `env_key`):
 /// it is kept out of the attempt's configuration, so the gateway sends it upstream.
 #[tokio::test]

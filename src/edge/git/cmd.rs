@@ -103,6 +103,57 @@ pub(super) struct Git<'a> {
 
 /// Starts building `git …` in `dir`; `label` names the command in errors ("worktree add").
 pub(super) fn git<'a>(dir: &'a Path, label: &'static str) -> Git<'a> {
+    let mut cmd = bare(dir);
+    for setting in ALWAYS {
+        cmd.arg("-c").arg(setting);
+    }
+    if crate::edge::agent_user::current().is_some() {
+        for setting in disarmed(dir) {
+            cmd.arg("-c").arg(setting);
+        }
+    }
+    // A process group of its own: the Ctrl-C a terminal sends to dagexec's group must not
+    // kill git in the middle of a step (dagexec stops its own work cleanly, between steps).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    Git {
+        cmd,
+        dir,
+        label,
+        stdin: None,
+    }
+}
+
+/// The settings that keep the filters task code may choose from running, when task code
+/// runs as another user (the Action's jobs, dagexec as root): every filter driver the
+/// configuration names (`git lfs install`'s `lfs`, which a `.gitattributes` line asks for
+/// and task code's `.lfsconfig` steers) made no filter, and no look into a nested
+/// repository's work tree (git would run a `git status` there, under that repository's
+/// config — task code's, with its filters). The diff still shows a nested repository's
+/// commit.
+fn disarmed(dir: &Path) -> Vec<String> {
+    let named = bare(dir)
+        .args(["config", "--name-only", "--get-regexp", r"^filter\."])
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let drivers: std::collections::BTreeSet<&str> = named
+        .lines()
+        .filter_map(|key| key.strip_prefix("filter.")?.rsplit_once('.'))
+        .map(|(name, _)| name)
+        .collect();
+    let blank = ["clean=", "smudge=", "process=", "required=false"];
+    drivers
+        .into_iter()
+        .flat_map(|name| blank.map(|key| format!("filter.{name}.{key}")))
+        .chain(["diff.ignoreSubmodules=dirty".to_string()])
+        .collect()
+}
+
+/// `git` in `dir` with the fixed environment (the repository's variables removed, a pinned
+/// worktree's git directory, no prompt, editor or pager, the C locale) and no argument yet.
+fn bare(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.current_dir(dir);
     for key in STRIPPED_ENV {
@@ -125,29 +176,21 @@ pub(super) fn git<'a>(dir: &'a Path, label: &'static str) -> Git<'a> {
             };
         }
     });
-    for setting in ALWAYS {
-        cmd.arg("-c").arg(setting);
-    }
-    // A process group of its own: the Ctrl-C a terminal sends to dagexec's group must not
-    // kill git in the middle of a step (dagexec stops its own work cleanly, between steps).
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    Git {
-        cmd,
-        dir,
-        label,
-        stdin: None,
-    }
+    cmd
 }
 
 /// `git status --porcelain -z` in `dir`, which sees every untracked file and into
-/// submodules, without taking the index lock; `options` add to it (which ignored files show,
-/// the paths).
+/// submodules (not when task code runs as another user: [`disarmed`]), without taking the
+/// index lock; `options` add to it (which ignored files show, the paths).
 pub(super) fn status<'a>(dir: &'a Path, label: &'static str, options: &[&str]) -> Git<'a> {
     git(dir, label)
         .env("GIT_OPTIONAL_LOCKS", "0")
         .args(["status", "--porcelain", "-z", "--untracked-files=all"])
-        .arg("--ignore-submodules=none")
+        .arg(if crate::edge::agent_user::current().is_some() {
+            "--ignore-submodules=dirty"
+        } else {
+            "--ignore-submodules=none"
+        })
         .args(options)
 }
 

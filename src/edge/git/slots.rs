@@ -186,8 +186,9 @@ pub(super) fn folder_name(common_dir: &Path) -> String {
     format!("{name}-{:016x}", fnv1a(real.as_os_str().as_encoded_bytes()))
 }
 
-/// FNV-1a, 64 bits: a stable hash (the folder name must not change between runs or builds).
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// FNV-1a, 64 bits: a stable hash (a name made with it must not change between runs or
+/// builds).
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);

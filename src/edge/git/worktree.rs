@@ -327,12 +327,42 @@ pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<Strin
     let forbidden: BTreeSet<String> = nul_fields(&untracked)
         .filter_map(|f| crate::pure::paths::git_dir_prefix(&f))
         .collect();
+    if crate::edge::agent_user::current().is_some() {
+        forget_nested(dir, index)?;
+    }
     git(dir, "add --all")
         .index(index)
         .args(["add", "--all", "--", "."])
         .args(excluding(&forbidden))
         .run()?;
     Ok(forbidden)
+}
+
+/// Drops from the index the gitlinks whose nested repository is there (`sub/.git`), for
+/// `git add --all` to add them again as it adds a new one, from their `HEAD`: a gitlink it
+/// finds unchanged it checks for changes inside with a `git status` there, under that
+/// repository's config, which is task code's — its filters would run as root
+/// ([`super::cmd`]'s `disarmed` keeps status and diff out of it).
+fn forget_nested(dir: &Path, index: Option<&Path>) -> Result<(), GitError> {
+    let staged = git(dir, "ls-files --stage")
+        .index(index)
+        .args(["ls-files", "--stage", "-z"])
+        .run()?;
+    let nested: Vec<String> = nul_fields(&staged)
+        .filter_map(|entry| {
+            let (meta, path) = entry.split_once('\t')?;
+            meta.starts_with("160000 ").then(|| path.to_string())
+        })
+        .filter(|path| std::fs::symlink_metadata(dir.join(path).join(".git")).is_ok())
+        .collect();
+    if !nested.is_empty() {
+        git(dir, "update-index --force-remove")
+            .index(index)
+            .args(["update-index", "--force-remove", "--"])
+            .args(&nested)
+            .run()?;
+    }
+    Ok(())
 }
 
 /// `Staged(dir, index, base, pathspec)`: the changes staged in the checkout at `dir` (in the

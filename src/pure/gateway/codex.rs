@@ -27,6 +27,9 @@ pub struct CodexProvider {
     pub http_headers: BTreeMap<String, String>,
     /// Headers whose values are read from the named variables.
     pub env_http_headers: BTreeMap<String, String>,
+    /// Whether it takes `OpenAI`'s own key (`requires_openai_auth`), which Codex sends it when
+    /// it names no `env_key`; otherwise such a provider gets no key.
+    pub openai_auth: bool,
 }
 
 /// Why a Codex configuration cannot be used: the field and what is wrong with it.
@@ -179,6 +182,7 @@ fn provider(
         query_params: map("query_params")?,
         http_headers: map("http_headers")?,
         env_http_headers: map("env_http_headers")?,
+        openai_auth: table.get("requires_openai_auth") == Some(&toml::Value::Boolean(true)),
     }))
 }
 

@@ -25,6 +25,9 @@ struct Meta {
     checkpoint: Option<String>,
 }
 
+/// The longest entry name kept whole (all ASCII); a file name may hold 255 bytes.
+const NAME_MAX: usize = 150;
+
 /// The store of one repository.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -41,16 +44,23 @@ impl Store {
 
     /// The file name of a plan's entry: its checkpoint path with every byte other than ASCII
     /// letters, digits, `-` and `_` written `.XX` (hex) — one name per path, no separator, and
-    /// a `.` always before two digits, so no `..`.
+    /// a `.` always before two digits, so no `..`. Past [`NAME_MAX`] bytes it is cut there and
+    /// the whole path's hash follows a `~` (which no short name holds), so the name, its
+    /// suffix and a temporary file's stay within what a file system takes.
     fn name(checkpoint_rel: &str) -> String {
-        checkpoint_rel
+        let name: String = checkpoint_rel
             .bytes()
             .map(|b| match b {
                 b'-' | b'_' => char::from(b).to_string(),
                 _ if b.is_ascii_alphanumeric() => char::from(b).to_string(),
                 _ => format!(".{b:02x}"),
             })
-            .collect()
+            .collect();
+        if name.len() <= NAME_MAX {
+            return name;
+        }
+        let hash = crate::edge::git::fnv1a(checkpoint_rel.as_bytes());
+        format!("{}~{hash:016x}", &name[..NAME_MAX])
     }
 
     /// The name an earlier dagexec gave the entry, read when it is the only one (a run
@@ -157,6 +167,32 @@ mod tests {
             "___a_b_json",
             "no separator or parent in a key"
         );
+    }
+
+    /// A long checkpoint path (each byte but a letter or digit three in the name) is kept
+    /// under a name the file system takes, and two that differ only past where the name is
+    /// cut keep their own entries.
+    #[test]
+    fn a_long_checkpoint_path_is_kept_and_stays_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let deep = "a/".repeat(60);
+        let rel = |n: u32| format!("{deep}{n}/plans/01-CHECKPOINT.json");
+        for n in [1, 2] {
+            let kept = Partial {
+                base: format!("base {n}"),
+                patch: Vec::new().into(),
+                checkpoint: None,
+            };
+            store.save(&rel(n), &kept).unwrap();
+        }
+        for n in [1, 2] {
+            let base = store.load(&rel(n)).map(|p| p.base);
+            assert_eq!(base, Some(format!("base {n}")));
+        }
+        store.remove(&rel(1));
+        assert!(store.load(&rel(1)).is_none());
+        assert!(store.load(&rel(2)).is_some());
     }
 
     /// Two long-run folders whose checkpoint paths differ only by `.` and `_` keep two
