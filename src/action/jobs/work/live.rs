@@ -85,3 +85,37 @@ impl Live {
         self.keeper.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model the price table lacks beside a priced one: the provisional result keeps what
+    /// the gateway priced, as the attempt's own result would.
+    #[test]
+    fn a_provisional_result_keeps_what_the_gateway_priced_beside_an_unpriced_model() {
+        let at = Provisional {
+            dir: PathBuf::new(),
+            job: super::super::Assignment {
+                task: 0,
+                attempt: 1,
+                round: 1,
+            },
+            base: "b".into(),
+            start: jiff::Timestamp::now(),
+        };
+        let tokens = crate::pure::gateway::Tokens {
+            input: 1000,
+            output: 100,
+            ..Default::default()
+        };
+        let mut spend = Spend::default();
+        spend.tokens.insert("claude-sonnet-4-5".into(), tokens);
+        spend.tokens.insert("mystery-1".into(), tokens);
+        spend.unpriced.insert("mystery-1".into());
+        (spend.cost_usd, spend.requests) = (0.5, 2);
+        let usage = at.cut_short(&spend).usage.unwrap();
+        assert_eq!(usage.cost_usd, Some(0.5));
+        assert_eq!(usage.input_tokens, Some(2000));
+    }
+}
