@@ -100,9 +100,9 @@ impl Running {
 
 /// Follows the attempt's spend at the gateway (`spend`: its worker's, or its reviewer's
 /// after the worker spent `before`) and writes its record to its live file whenever the
-/// tokens grew, until the gateway forgets that pass (the pass and every response streaming
-/// for it gone) or the returned task is aborted. A write that fails is logged and tried
-/// again at the next change.
+/// spend grew ([`on_growth`]), until the gateway forgets that pass (the pass and every
+/// response streaming for it gone) or the returned task is aborted. A write that fails is
+/// logged and tried again at the next change.
 pub(crate) fn keep(
     common_dir: &Path,
     at: Running,
@@ -121,20 +121,21 @@ pub(crate) fn keep(
     ))
 }
 
-/// Calls `save` (on a blocking thread) with the attempt's spend each time its tokens grew,
-/// until the gateway forgets the attempt; a save that fails is told to `warn` and tried
-/// again at the next growth. A local run's live file and the work job's provisional result
-/// both follow the spend this way.
+/// Calls `save` (on a blocking thread) with the attempt's spend each time its tokens grew or
+/// a provider answered with a rate limit (which the work job's result carries), until the
+/// gateway forgets the attempt; a save that fails is told to `warn` and tried again at the
+/// next growth. A local run's live file and the work job's provisional result both follow
+/// the spend this way.
 pub(crate) async fn on_growth(
     mut spend: tokio::sync::watch::Receiver<crate::edge::gateway::Spend>,
     save: impl Fn(crate::edge::gateway::Spend) -> Result<(), String> + Send + Sync + 'static,
     warn: impl Fn(&str),
 ) {
     let save = std::sync::Arc::new(save);
-    let mut written = crate::pure::gateway::Tokens::default();
+    let mut written = (crate::pure::gateway::Tokens::default(), Vec::new());
     while spend.changed().await.is_ok() {
         let now = spend.borrow_and_update().clone();
-        let total = now.total();
+        let total = (now.total(), now.rate_limits.clone());
         if total == written {
             continue;
         }
