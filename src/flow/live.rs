@@ -47,13 +47,16 @@ struct Live {
     record: AttemptRecord,
 }
 
-/// Writes `record` with its task's identity `id` to its live file, crash-safe.
+/// Writes `record` with its task's identity `id` to the attempt's live file (a rebase's
+/// apart), crash-safe.
 fn write(
     common_dir: &Path,
     id: &str,
     record: &AttemptRecord,
 ) -> Result<(), crate::edge::fsx::Error> {
-    let path = file_of(common_dir, record.task, record.attempt, record.rebase);
+    let (task, attempt) = (record.task, record.attempt);
+    let rebase = if record.rebase { "-rebase" } else { "" };
+    let path = dir(common_dir).join(format!("task-{task}-attempt-{attempt}{rebase}.json"));
     let live = Live {
         id: Some(id.to_string()),
         record: record.clone(),
@@ -62,21 +65,13 @@ fn write(
     crate::edge::fsx::write(common_dir, &path, &bytes)
 }
 
-/// The live file of attempt `attempt` of `task` (a rebase's apart).
-fn file_of(common_dir: &Path, task: usize, attempt: u32, rebase: bool) -> PathBuf {
-    dir(common_dir).join(format!(
-        "task-{task}-attempt-{attempt}{}.json",
-        if rebase { "-rebase" } else { "" }
-    ))
-}
-
 /// Keeps the record of an attempt that ended without failing (completed, or asked a
 /// question) in its live file until its round commits: a crash before that commit then
 /// leaves the record by which the next run gives the attempt back
 /// ([`crate::pure::update::prepare_resume`]) rather than count it as cut short. A small
 /// file, not the plan: the plan is saved when attempts start, and saving it again at every
-/// arrival cost a large plan its whole size each time.
-/// `id` is the task's identity in its source.
+/// arrival cost a large plan its whole size each time. `id` is the task's identity in its
+/// source.
 pub(crate) fn ended(common_dir: &Path, id: &str, record: &AttemptRecord) {
     if let Err(e) = write(common_dir, id, record) {
         tracing::warn!(
