@@ -10,9 +10,9 @@
 //! record of its last attempt — unless the plan already holds it (an attempt that ended and
 //! was recorded, or stopped by Ctrl-C) — so the plan's totals and `max-cost` count what it
 //! spent. A record follows its task by that identity, as the plan's records do when a task
-//! list edited since is read again: a task removed leaves its record to none. An attempt that ended without failing leaves its own record there too
-//! ([`ended`]), so that a crash before its round's commit gives it back. Every file is
-//! removed once read.
+//! list edited since is read again: a task removed leaves its record to none. An attempt
+//! that ended without failing leaves its own record there too ([`ended`]), so that a crash
+//! before its round's commit gives it back. Every file is removed once read.
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,8 @@
 //! The work job's attempt as it would be recorded if the job died now: while the model
 //! gateway serves the attempt, every growth of its tokens (the worker's and the reviewer's)
-//! or of its providers' rate-limit answers writes a `result.json` into the artifact directory — a failed attempt that says why,
-//! with its span so far and the wire's spend — crash-safe ([`crate::edge::fsx::write`]).
+//! or of its providers' rate-limit answers writes a `result.json` into the artifact
+//! directory — a failed attempt that says why, with its span so far and the wire's spend —
+//! crash-safe ([`crate::edge::fsx::write`]).
 //! The job's own `result.json` replaces it when the attempt ends. A job GitHub cancels, that
 //! passes its `timeout-minutes`, or whose dagexec is killed leaves that file for the
 //! workflow's `if: always()` upload step (its name and folder are the step's outputs from
@@ -91,8 +92,6 @@ impl Live {
 mod tests {
     use super::*;
 
-    /// A model the price table lacks beside a priced one: the provisional result keeps what
-    /// the gateway priced, as the attempt's own result would.
     fn provisional(dir: &std::path::Path) -> Provisional {
         Provisional {
             dir: dir.to_path_buf(),
@@ -106,6 +105,8 @@ mod tests {
         }
     }
 
+    /// A model the price table lacks beside a priced one: the provisional result keeps what
+    /// the gateway priced, as the attempt's own result would.
     #[test]
     fn a_provisional_result_keeps_what_the_gateway_priced_beside_an_unpriced_model() {
         let at = provisional(std::path::Path::new(""));
