@@ -247,24 +247,31 @@ pub fn write<'p>(
     Ok(())
 }
 
-/// Reads an artifact directory; `Err` says what is missing or malformed.
+/// Reads an artifact directory (finalize's, downloaded) as the conductor reads the same
+/// artifact's zip ([`crate::action::artifact_zip`]): each file within the same bound, with
+/// the same refusal; `Err` says what is missing or malformed.
 pub fn read(dir: &Path) -> Result<Collected, String> {
+    use crate::action::artifact_zip::{PATCH_LIMIT, log_tail, read_result, too_large};
+    // A missing or irregular file is none.
+    let open = |name: &str| {
+        let file = crate::edge::fsx::open_regular(&dir.join(name))?;
+        Ok::<_, std::io::Error>((file.metadata()?.len(), file))
+    };
     let path = dir.join(RESULT_FILE);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let result: WorkResult = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a dagexec work result: {e}", path.display()))?;
-    // Read where it lies, as the conductor's (a missing or irregular file is no patch).
-    let patch = std::fs::File::open(dir.join(PATCH_FILE))
-        .and_then(|f| Ok((f.metadata()?, f)))
-        .ok()
-        .filter(|(m, _)| m.is_file())
-        .map_or_else(crate::edge::git::Patch::default, |(m, f)| {
-            crate::edge::git::PatchFile::new(f, m.len()).into()
-        });
-    let log = std::fs::read_to_string(dir.join(LOG_FILE))
-        .ok()
-        .filter(|l| !l.trim().is_empty());
+    let (len, file) =
+        open(RESULT_FILE).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut result = read_result(std::io::BufReader::new(file), len)
+        .map_err(|e| format!("{}/{e}", dir.display()))?;
+    // Read where it lies, as the conductor's; a refused attempt's patch is never integrated.
+    let patch = match open(PATCH_FILE).ok().filter(|_| result.refused.is_none()) {
+        Some((len, _)) if len > PATCH_LIMIT => {
+            result.refused = Some(too_large(PATCH_FILE, PATCH_LIMIT));
+            crate::edge::git::Patch::default()
+        }
+        Some((len, f)) => crate::edge::git::PatchFile::new(f, len).into(),
+        None => crate::edge::git::Patch::default(),
+    };
+    let log = log_tail(open(LOG_FILE).ok().map(|(_, f)| f))?;
     Ok(Collected { result, patch, log })
 }
 
@@ -439,6 +446,55 @@ mod tests {
             "cut, and says so"
         );
         assert!(kept.len() <= crate::edge::worker::CUT_MARKER.len() + crate::edge::worker::LOG_CAP);
+    }
+
+    /// A `result.json` past the conductor's bound (a worker that changed more paths than it
+    /// holds, or a hostile job's): finalize refuses the attempt as the conductor does, what it
+    /// spent kept; and a `changes.patch` past its bound is refused as the conductor refuses it.
+    #[test]
+    fn an_oversized_result_or_patch_is_refused_by_finalize_as_by_the_conductor() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = WorkResult::new(0, 1, 1, "abc", &AttemptReport::default(), Duration::ZERO);
+        let limit = crate::action::artifact_zip::RESULT_LIMIT as usize;
+        r.changed = (0..limit / 20).map(|i| format!("src/{i:016}")).collect();
+        r.usage = Some(crate::pure::usage::Usage {
+            cost_usd: Some(0.25),
+            ..Default::default()
+        });
+        write(dir.path(), &r, b"", None).unwrap();
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for name in [RESULT_FILE, PATCH_FILE, LOG_FILE] {
+            zip.start_file(name, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            zip.write_all(&std::fs::read(dir.path().join(name)).unwrap())
+                .unwrap();
+        }
+        let zipped = crate::action::artifact_zip::read(zip.finish().unwrap()).unwrap();
+        let kept = read(dir.path()).unwrap();
+        assert!(zipped.result.refused.is_some());
+        assert_eq!(kept.result.refused, zipped.result.refused);
+        assert_eq!(kept.result.usage, zipped.result.usage);
+        assert!(kept.result.changed.is_empty());
+        // A patch past its bound (a sparse file here).
+        r.changed.clear();
+        write(dir.path(), &r, b"", None).unwrap();
+        let patch = std::fs::File::options()
+            .write(true)
+            .open(dir.path().join(PATCH_FILE))
+            .unwrap();
+        patch
+            .set_len(crate::action::artifact_zip::PATCH_LIMIT + 1)
+            .unwrap();
+        let kept = read(dir.path()).unwrap().result;
+        assert!(
+            kept.refused
+                .as_ref()
+                .is_some_and(|why| why.contains(PATCH_FILE)),
+            "{:?}",
+            kept.refused
+        );
+        assert_eq!(kept.usage, r.usage);
     }
 
     #[test]

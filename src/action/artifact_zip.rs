@@ -90,7 +90,7 @@ fn each_chunk(
 }
 
 /// Why entry `name` is refused: over its bound, `limit`.
-fn too_large(name: &str, limit: u64) -> String {
+pub(crate) fn too_large(name: &str, limit: u64) -> String {
     format!("{name} is larger than {limit} bytes; refused")
 }
 
@@ -395,8 +395,9 @@ struct Oversized {
 /// [`RESULT_LIMIT`]. Past it — a worker that changed more paths than that holds — the
 /// attempt is refused, but not what it spent: the result is what the file says of the
 /// attempt ([`Oversized`], read as a stream) with the refusal, its lists and outputs empty;
-/// one that records no spend is refused as an unreadable artifact.
-fn read_result(mut entry: impl Read, declared: u64) -> Result<WorkResult, String> {
+/// one that records no spend is refused as an unreadable artifact. Finalize reads a
+/// downloaded artifact's file the same way ([`super::artifact::read`]).
+pub(crate) fn read_result(mut entry: impl Read, declared: u64) -> Result<WorkResult, String> {
     let mut head = Vec::with_capacity(declared.min(RESULT_LIMIT) as usize);
     (&mut entry)
         .take(RESULT_LIMIT + 1)
@@ -458,19 +459,15 @@ pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
     }
     // Each entry is read to its end (the zip crate checks its CRC there) in chunks, refused
     // past its bound, and kept as it is used: changes.patch in a file, worker.log's tail.
-    let mut read_entry = |name: &str, each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
-        let Some(wanted) = entry_of(name) else {
-            return Ok(None);
-        };
-        let f = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
-        each_chunk(name, f, wanted.limit, each).map(Some)
-    };
     // A refused attempt's patch is never integrated: it is not read.
     let patch = if entry_of(PATCH_FILE).is_some() && result.refused.is_none() {
         let mut file = tempfile::tempfile()
             .map_err(|e| format!("cannot make a temporary file for {PATCH_FILE}: {e}"))?;
         let mut out = std::io::BufWriter::with_capacity(64 << 10, &mut file);
-        let len = read_entry(PATCH_FILE, &mut |c| out.write_all(c))?.unwrap_or(0);
+        let entry = zip
+            .by_name(PATCH_FILE)
+            .map_err(|e| format!("{PATCH_FILE}: {e}"))?;
+        let len = each_chunk(PATCH_FILE, entry, PATCH_LIMIT, |c| out.write_all(c))?;
         out.flush()
             .map_err(|e| format!("cannot write {PATCH_FILE} to a temporary file: {e}"))?;
         drop(out);
@@ -478,15 +475,31 @@ pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
     } else {
         crate::edge::git::Patch::default()
     };
+    let log = match entry_of(LOG_FILE) {
+        Some(_) => Some(
+            zip.by_name(LOG_FILE)
+                .map_err(|e| format!("{LOG_FILE}: {e}"))?,
+        ),
+        None => None,
+    };
+    let log = log_tail(log)?;
+    Ok(Collected { result, patch, log })
+}
+
+/// Of `worker.log` (`None`: there is none), its last [`crate::edge::worker::LOG_CAP`] bytes
+/// (`None` when blank); past [`LOG_LIMIT`] the artifact is refused. Finalize reads a
+/// downloaded artifact's log the same way ([`super::artifact::read`]).
+pub(crate) fn log_tail(log: Option<impl Read>) -> Result<Option<String>, String> {
+    let Some(log) = log else {
+        return Ok(None);
+    };
     let mut tail = crate::edge::worker::Tail::new(crate::edge::worker::LOG_CAP);
-    let read_log = read_entry(LOG_FILE, &mut |c| {
+    each_chunk(LOG_FILE, log, LOG_LIMIT, |c| {
         tail.push(c);
         Ok(())
     })?;
-    let log = read_log
-        .map(|_| tail.into_string(crate::edge::worker::CUT_MARKER))
-        .filter(|l| !l.trim().is_empty());
-    Ok(Collected { result, patch, log })
+    let log = tail.into_string(crate::edge::worker::CUT_MARKER);
+    Ok(Some(log).filter(|l| !l.trim().is_empty()))
 }
 
 #[cfg(test)]

@@ -4,15 +4,19 @@
 //! Every time the gateway's count for an attempt grows, the attempt's record as it would be
 //! kept if the attempt ended now (outcome `interrupted`, no signal) is written, crash-safe
 //! (a temporary file synced and renamed: [`crate::edge::fsx::write`]), to
-//! `<git-common-dir>/dagexec/spend/task-N-attempt-K.json` ([`keep`]). The next `dagexec run`
-//! reads these files before it resumes ([`left`]): a task that was in progress when the run
-//! died gets the record of its last attempt — unless the plan already holds it (an attempt
-//! that ended and was recorded, or stopped by Ctrl-C) — so the plan's totals and `max-cost`
-//! count what it spent. An attempt that ended without failing leaves its own record there too
-//! ([`ended`]), so that a crash before its round's commit gives it back. Every file is
-//! removed once read.
+//! `<git-common-dir>/dagexec/spend/task-N-attempt-K.json` ([`keep`]), with the task's identity
+//! in its source ([`crate::sources::identities`]). The next `dagexec run` reads these files
+//! before it resumes ([`left`]): a task that was in progress when the run died gets the
+//! record of its last attempt — unless the plan already holds it (an attempt that ended and
+//! was recorded, or stopped by Ctrl-C) — so the plan's totals and `max-cost` count what it
+//! spent. A record follows its task by that identity, as the plan's records do when a task
+//! list edited since is read again: a task removed leaves its record to none. An attempt
+//! that ended without failing leaves its own record there too ([`ended`]), so that a crash
+//! before its round's commit gives it back. Every file is removed once read.
 
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::usage::{AttemptRecord, Measured, Outcome};
@@ -26,17 +30,39 @@ pub(crate) fn dir(common_dir: &Path) -> PathBuf {
 #[derive(Debug, Clone)]
 pub(crate) struct Running {
     pub task: usize,
+    /// The task's identity in its source ([`crate::sources::identities`]).
+    pub id: String,
     pub attempt: u32,
     pub rebase: bool,
     pub start: jiff::Timestamp,
 }
 
-/// The live file of attempt `attempt` of `task` (a rebase's apart).
-fn file_of(common_dir: &Path, task: usize, attempt: u32, rebase: bool) -> PathBuf {
-    dir(common_dir).join(format!(
-        "task-{task}-attempt-{attempt}{}.json",
-        if rebase { "-rebase" } else { "" }
-    ))
+/// What a live file holds: the attempt's record, and its task's identity in its source (none
+/// in a file an earlier dagexec left: there the record's plan index is taken).
+#[derive(Debug, Serialize, Deserialize)]
+struct Live {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(flatten)]
+    record: AttemptRecord,
+}
+
+/// Writes `record` with its task's identity `id` to the attempt's live file (a rebase's
+/// apart), crash-safe.
+fn write(
+    common_dir: &Path,
+    id: &str,
+    record: &AttemptRecord,
+) -> Result<(), crate::edge::fsx::Error> {
+    let (task, attempt) = (record.task, record.attempt);
+    let rebase = if record.rebase { "-rebase" } else { "" };
+    let path = dir(common_dir).join(format!("task-{task}-attempt-{attempt}{rebase}.json"));
+    let live = Live {
+        id: Some(id.to_string()),
+        record: record.clone(),
+    };
+    let bytes = serde_json::to_vec(&live).expect("a record serialises");
+    crate::edge::fsx::write(common_dir, &path, &bytes)
 }
 
 /// Keeps the record of an attempt that ended without failing (completed, or asked a
@@ -44,11 +70,10 @@ fn file_of(common_dir: &Path, task: usize, attempt: u32, rebase: bool) -> PathBu
 /// leaves the record by which the next run gives the attempt back
 /// ([`crate::pure::update::prepare_resume`]) rather than count it as cut short. A small
 /// file, not the plan: the plan is saved when attempts start, and saving it again at every
-/// arrival cost a large plan its whole size each time.
-pub(crate) fn ended(common_dir: &Path, record: &AttemptRecord) {
-    let path = file_of(common_dir, record.task, record.attempt, record.rebase);
-    let bytes = serde_json::to_vec(record).expect("a record serialises");
-    if let Err(e) = crate::edge::fsx::write(common_dir, &path, &bytes) {
+/// arrival cost a large plan its whole size each time. `id` is the task's identity in its
+/// source.
+pub(crate) fn ended(common_dir: &Path, id: &str, record: &AttemptRecord) {
+    if let Err(e) = write(common_dir, id, record) {
         tracing::warn!(
             "task {}: cannot keep the attempt's record: {e}",
             record.task
@@ -57,10 +82,6 @@ pub(crate) fn ended(common_dir: &Path, record: &AttemptRecord) {
 }
 
 impl Running {
-    fn file(&self, common_dir: &Path) -> PathBuf {
-        file_of(common_dir, self.task, self.attempt, self.rebase)
-    }
-
     /// The attempt's record if it ended now, having spent `usage`: outcome `interrupted`, no
     /// signal. A live file holds it, and the pool keeps it for an attempt Ctrl-C stopped.
     pub(crate) fn record(&self, usage: crate::pure::usage::Usage) -> AttemptRecord {
@@ -74,9 +95,9 @@ impl Running {
 
 /// Follows the attempt's spend at the gateway (`spend`: its worker's, or its reviewer's
 /// after the worker spent `before`) and writes its record to its live file whenever the
-/// tokens grew, until the gateway forgets that pass (the pass and every response streaming
-/// for it gone) or the returned task is aborted. A write that fails is logged and tried
-/// again at the next change.
+/// spend grew ([`on_growth`]), until the gateway forgets that pass (the pass and every
+/// response streaming for it gone) or the returned task is aborted. A write that fails is
+/// logged and tried again at the next change.
 pub(crate) fn keep(
     common_dir: &Path,
     at: Running,
@@ -84,33 +105,32 @@ pub(crate) fn keep(
     spend: tokio::sync::watch::Receiver<crate::edge::gateway::Spend>,
 ) -> tokio::task::JoinHandle<()> {
     let root = common_dir.to_path_buf();
-    let path = at.file(&root);
     let task = at.task;
     tokio::spawn(on_growth(
         spend,
         move |now| {
             let usage = before.clone().plus(now.usage());
-            let bytes = serde_json::to_vec(&at.record(usage)).expect("a record serialises");
-            crate::edge::fsx::write(&root, &path, &bytes).map_err(|e| e.to_string())
+            write(&root, &at.id, &at.record(usage)).map_err(|e| e.to_string())
         },
         move |e| tracing::warn!("task {task}: cannot keep the attempt's spend so far: {e}"),
     ))
 }
 
-/// Calls `save` (on a blocking thread) with the attempt's spend each time its tokens grew,
-/// until the gateway forgets the attempt; a save that fails is told to `warn` and tried
-/// again at the next growth. A local run's live file and the work job's provisional result
-/// both follow the spend this way.
+/// Calls `save` (on a blocking thread) with the attempt's spend each time its tokens grew or
+/// a provider answered with a rate limit (which the work job's result carries), until the
+/// gateway forgets the attempt; a save that fails is told to `warn` and tried again at the
+/// next growth. A local run's live file and the work job's provisional result both follow
+/// the spend this way.
 pub(crate) async fn on_growth(
     mut spend: tokio::sync::watch::Receiver<crate::edge::gateway::Spend>,
     save: impl Fn(crate::edge::gateway::Spend) -> Result<(), String> + Send + Sync + 'static,
     warn: impl Fn(&str),
 ) {
     let save = std::sync::Arc::new(save);
-    let mut written = crate::pure::gateway::Tokens::default();
+    let mut written = (crate::pure::gateway::Tokens::default(), Vec::new());
     while spend.changed().await.is_ok() {
         let now = spend.borrow_and_update().clone();
-        let total = now.total();
+        let total = (now.total(), now.rate_limits.clone());
         if total == written {
             continue;
         }
@@ -125,9 +145,11 @@ pub(crate) async fn on_growth(
 
 /// The records a run that died left in live files (in `common_dir`), for `plan` as it was
 /// saved (before resume puts its in-progress tasks back): the last attempt of each task in
-/// progress, unless the plan holds its record already. Every live file is removed — call
-/// once the records are in the plan and the plan is saved ([`clear`]).
+/// progress, unless the plan holds its record already — each at the index its task has now
+/// (by its identity; a task no longer in the plan has none). Every live file is removed —
+/// call once the records are in the plan and the plan is saved ([`clear`]).
 pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Vec<AttemptRecord> {
+    let ids = crate::sources::identities(plan);
     let mut found: Vec<AttemptRecord> = std::fs::read_dir(dir(common_dir))
         .into_iter()
         .flatten()
@@ -139,8 +161,18 @@ pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Vec<AttemptRecord> {
                 .then(|| std::fs::read(e.path()).ok())
                 .flatten()
         })
-        .filter_map(|bytes| serde_json::from_slice::<AttemptRecord>(&bytes).ok())
-        .filter_map(AttemptRecord::checked)
+        .filter_map(|bytes| serde_json::from_slice::<Live>(&bytes).ok())
+        .filter_map(|live| {
+            let task = match &live.id {
+                Some(id) => ids.iter().position(|now| now == id)?,
+                None => live.record.task,
+            };
+            AttemptRecord {
+                task,
+                ..live.record
+            }
+            .checked()
+        })
         .collect();
     found.sort_by(|a, b| (&a.start, a.task, a.attempt).cmp(&(&b.start, b.task, b.attempt)));
     unrecorded(plan, found)
@@ -253,7 +285,7 @@ mod tests {
                 outcome,
                 ..record(2, s, 0.5)
             };
-            ended(dir.path(), &done);
+            ended(dir.path(), "index 0 of 1", &done);
             let left = left(dir.path(), &plan("in_progress", 2));
             assert_eq!(left.len(), 1, "{outcome:?}");
             assert_eq!(left[0].outcome, kept, "{outcome:?}");
@@ -270,6 +302,7 @@ mod tests {
         let task = &plan("in_progress", 2).tasks[0];
         let input = crate::flow::pool::AttemptInput {
             index: 0,
+            id: "index 0 of 1".into(),
             attempt: 2,
             round: 3,
             task: task.clone(),
@@ -294,6 +327,7 @@ mod tests {
         }
         let running = Running {
             task: 0,
+            id: "index 0 of 1".into(),
             attempt: 2,
             rebase: true,
             start: s,

@@ -14,6 +14,8 @@ use crate::flow::logs::RunLogs;
 #[derive(Debug, Clone)]
 pub(crate) struct AttemptInput {
     pub index: usize,
+    /// The task's identity in its source ([`crate::sources::identities`]).
+    pub id: String,
     pub attempt: u32,
     pub round: u32,
     /// A snapshot of the task (its declared files and checks).
@@ -43,6 +45,7 @@ impl AttemptInput {
     pub(crate) fn running(&self, start: jiff::Timestamp) -> crate::flow::live::Running {
         crate::flow::live::Running {
             task: self.index,
+            id: self.id.clone(),
             attempt: self.attempt,
             rebase: self.rebase,
             start,

@@ -72,7 +72,9 @@ fn with_wire(
     if wire.requests == 0 && wire.tokens.is_empty() {
         return (cli, budget);
     }
-    let counted = wire.usage();
+    let mut counted = wire.usage();
+    // Beside an unpriced model the wire's cost is a floor, not a total to compare.
+    let floor = counted.cost_usd.take_if(|_| !wire.unpriced.is_empty());
     if let Some(m) = crate::pure::usage::mismatch(&cli, &counted) {
         told.warnings.push(m);
     }
@@ -83,10 +85,8 @@ fn with_wire(
             "no price for the model(s) {}: the gateway counted their tokens but not their cost; add them under `prices:` in .design/dagexec.yml",
             wire.unpriced.iter().cloned().collect::<Vec<_>>().join(", ")
         ));
-        // What the gateway priced of the others is a floor: the CLI's own report may be
-        // fuller (its total), never lower.
-        let priced = (wire.cost_usd > 0.0).then_some(wire.cost_usd);
-        usage.cost_usd = usage.cost_usd.into_iter().chain(priced).reduce(f64::max);
+        // The CLI's own report may be fuller (its total), never lower.
+        usage.cost_usd = usage.cost_usd.into_iter().chain(floor).reduce(f64::max);
     }
     (usage, budget)
 }

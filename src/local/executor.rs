@@ -43,6 +43,9 @@ pub(crate) struct Local<'a> {
     pub base: Option<String>,
     /// `overlap: merge`: each attempt's base, the tasks landed, the rebases asked for.
     pub ledger: Option<crate::flow::merge::Merges>,
+    /// Each task's identity in its source ([`crate::sources::identities`]), which its live
+    /// file keeps ([`crate::flow::live`]).
+    pub ids: Vec<String>,
 }
 
 impl Executor for Local<'_> {
@@ -69,7 +72,7 @@ impl Executor for Local<'_> {
     }
 
     fn keep(&mut self, record: &crate::pure::usage::AttemptRecord) {
-        crate::flow::live::ended(self.repo.common_dir(), record);
+        crate::flow::live::ended(self.repo.common_dir(), &self.ids[record.task], record);
     }
 
     async fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), RunError> {
@@ -97,6 +100,7 @@ impl Executor for Local<'_> {
             .unwrap_or_else(|| prompt::original_prompt(plan, start.task, unit));
         let input = AttemptInput {
             index: start.task,
+            id: self.ids[start.task].clone(),
             attempt: start.attempt,
             round,
             task: plan.tasks[start.task].clone(),

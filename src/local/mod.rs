@@ -108,6 +108,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         build: crate::flow::integrate::RoundBuild::start(),
         base: None,
         ledger: merges,
+        ids: crate::sources::identities(&plan),
     };
     // The one place a local run blocks on a future: the loop, which drives the attempts
     // (tasks of `runtime`); its blocking steps (git, the plan file) hold up only the loop.

@@ -252,3 +252,56 @@ fn a_taskmaster_run_killed_before_its_round_commit_does_the_round_again() {
         json.replace("\"pending\"", "\"done\"")
     );
 }
+
+/// A task list edited between a crash and the resume: the record a completed attempt left
+/// for its task (given back on resume, its round never committed) follows that task, not the
+/// plan index it had. Here task 1 completed and task 2 was still running when the run was
+/// killed at its commit point; the team then removes task 1, so task 2 takes its index. Task
+/// 2's attempt was cut short: it counts, and nothing says it completed.
+#[test]
+fn a_completed_attempts_record_follows_its_task_through_a_task_list_edited_after_a_crash() {
+    const TM: &str = ".taskmaster/tasks/tasks.json";
+    const ARCHIVED: &str = ".taskmaster/tasks/.dagexec/plan.done.json";
+    let task = |id: u32, title: &str| {
+        format!(r#"{{"id": {id}, "title": "{title}", "status": "pending", "dependencies": []}}"#)
+    };
+    let list = |tasks: &[String]| format!(r#"{{"tasks": [{}]}}"#, tasks.join(", "));
+    let dir = tempfile::tempdir().unwrap();
+    let both = list(&[task(1, "first line"), task(2, "second line")]);
+    common::write_files(dir.path(), [(TM, both.as_str()), ("list.txt", LIST)]);
+    common::commit_new(dir.path());
+    let script = format!("[ \"$DAGEXEC_TASK_INDEX\" = 1 ] && sleep 30\n{EDIT_MY_LINE}");
+    let run = |failpoint: Option<&str>| {
+        let mut run = local(dir.path())
+            .global(&["--plan", TM])
+            .script(&script)
+            .jobs(2)
+            .args(["--schedule", "eager"]);
+        if let Some(point) = failpoint {
+            run = run.env("DAGEXEC_FAILPOINT", point);
+        }
+        run.run_within(Duration::from_secs(120))
+    };
+    let ran = run(Some("before-commit:1"));
+    assert_eq!(ran.code(), None, "killed\n{}", ran.text());
+    std::fs::write(dir.path().join(TM), list(&[task(2, "second line")])).unwrap();
+    git(dir.path(), &["commit", "-qam", "task 1 is dropped"]);
+    let ran = run(None);
+    let text = ran.text();
+    assert_eq!(ran.code(), Some(0), "{text}");
+    assert!(!text.contains("never committed"), "{text}");
+    assert!(text.contains("Task 2 was in progress"), "{text}");
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join(ARCHIVED)).unwrap()).unwrap();
+    let records = plan["progress"]["dagexecAttempts"].as_array().unwrap();
+    let outcomes: Vec<(u64, &str)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["attempt"].as_u64().unwrap(),
+                r["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(outcomes, [(2, "completed")], "{plan:#}\n{text}");
+}

@@ -1111,3 +1111,64 @@ fn a_429_storm_holds_every_worker_until_the_retry_after() {
     let seen = server.seen().len();
     assert!((4..=12).contains(&seen), "the server saw {seen} requests");
 }
+
+/// A worker that called a model the price table lacks beside a priced one, stopped while it
+/// waits — by Ctrl-C, or by `kill -9` of dagexec itself (its spend kept in its live file for
+/// the next run): what the gateway priced is the attempt's cost either way, as it is when an
+/// attempt ends, and the next run's `max-cost` counts it.
+#[test]
+fn a_stopped_attempts_priced_spend_is_kept_beside_an_unpriced_models_tokens() {
+    use nix::sys::signal::Signal;
+    let unpriced = CURL_MESSAGES.replace("claude-sonnet-4-5", "mystery-1");
+    for signal in [Signal::SIGINT, Signal::SIGKILL] {
+        let server = ModelServer::start();
+        let dir = repo(&one_task(), &[]);
+        let d = dir.path();
+        let outside = tempfile::tempdir().unwrap();
+        let asked = outside.path().join("asked");
+        let script = format!(
+            "{CURL_MESSAGES} > /dev/null\n{unpriced} > /dev/null\ntouch '{}'\nsleep 60\necho 'COMPLETED: never'",
+            asked.display()
+        );
+        let first = through_gateway(d, &server.url(), &script, &[]);
+        let mut child = first
+            .command()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for(&mut child, "the worker's requests", || asked.exists());
+        let live = d.join(".git/dagexec/spend/task-0-attempt-1.json");
+        wait_for(&mut child, "the worker's spend on disk", || {
+            std::fs::read_to_string(&live)
+                .is_ok_and(|t| t.matches("inputTokens").count() == 1 && t.contains("230"))
+        });
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, signal).unwrap();
+        child.wait().unwrap();
+        let again = through_gateway(
+            d,
+            &server.url(),
+            "echo again > env.txt; echo 'COMPLETED: again'",
+            &["--max-cost", "0.0003"],
+        )
+        .run();
+        let said = text(&again);
+        assert!(said.contains("budget"), "{signal}: {said}");
+        assert_eq!(server.seen().len(), 2, "{signal}: {said}");
+        let row = task_row(&status_json(d), 0);
+        let (input, writes, reads, output) = ANTHROPIC_USAGE;
+        assert_eq!(
+            row["inputTokens"],
+            json!(2 * (input + writes + reads)),
+            "{signal}: {row}"
+        );
+        assert_eq!(row["outputTokens"], json!(2 * output), "{signal}: {row}");
+        let cost = row["costUsd"].as_f64();
+        assert!(
+            cost.is_some_and(|c| (c - anthropic_response_cost()).abs() < 1e-9),
+            "{signal}: {row}\n{said}"
+        );
+    }
+}

@@ -177,12 +177,13 @@ impl Spend {
     }
 
     /// As the attempt's record counts it (prompt tokens with cache reads and writes); the
-    /// model that spent most output.
+    /// model that spent most output; the cost of what the price table priced — beside a
+    /// model it lacks, a floor (none when nothing was priced), as `max-cost` counted it.
     pub fn usage(&self) -> crate::pure::usage::Usage {
         let t = self.total();
+        let priced = self.unpriced.is_empty() || self.cost_usd > 0.0;
         crate::pure::usage::Usage {
-            cost_usd: (self.unpriced.is_empty() && !self.tokens.is_empty())
-                .then_some(self.cost_usd),
+            cost_usd: (priced && !self.tokens.is_empty()).then_some(self.cost_usd),
             input_tokens: Some(t.prompt()),
             output_tokens: Some(t.output),
             model: self
