@@ -102,6 +102,35 @@ impl Publisher<'_> {
         Ok(Some(plan))
     }
 
+    /// Whether the earlier attempt of this job whose push this re-run carries on dispatched
+    /// the next run already: GitHub has a run of the workflow dispatched on the branch from
+    /// the commit it pushed. A dispatch is sent at most once, since GitHub keeps one pending
+    /// run per concurrency group and a newer one cancels it. When GitHub cannot list the runs,
+    /// it is said, and the run is dispatched.
+    async fn dispatched_before(&self, c: &Client) -> Result<bool, ActionError> {
+        let (ui, tip) = (self.ui, self.repo.head()?);
+        let runs = match c
+            .dispatched_runs(&self.inputs.workflow, &self.round.branch, 1)
+            .await
+        {
+            Ok(runs) => runs,
+            Err(e) => {
+                ui.say(format!(
+                    "Cannot tell whether the earlier attempt of this job dispatched the next run ({e}); dispatching it."
+                ));
+                return Ok(false);
+            }
+        };
+        let Some(run) = runs.iter().find(|r| r.head_sha == tip) else {
+            return Ok(false);
+        };
+        ui.say(format!(
+            "The earlier attempt of this job dispatched the next run already (run {}); it is not dispatched again.",
+            run.id
+        ));
+        Ok(true)
+    }
+
     /// Whether the status comment says this part or round stopped at `/execute abort`, in
     /// [`Publisher::write_status`]'s words.
     fn stopped_at_abort(&self, at: &Pr<'_>, plan: &plan::model::Plan) -> bool {
@@ -227,7 +256,8 @@ impl Publisher<'_> {
         // the status comment saying so.
         let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?
             || (on_branch.is_some() && self.stopped_at_abort(&at, plan));
-        let dispatched = more && !aborted;
+        let dispatched =
+            more && !aborted && !(on_branch.is_some() && self.dispatched_before(c).await?);
         if dispatched {
             super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
         }

@@ -839,6 +839,42 @@ fn a_re_run_of_a_finalize_that_heeded_an_abort_still_starts_nothing() {
     lab.gh.assert_clean();
 }
 
+/// Finalize killed after it dispatched round 2 (and wrote the status comment): its re-run
+/// finds round 2's run already dispatched from the commit it pushed and dispatches none
+/// again (a second dispatch would cancel a pending run of the branch's concurrency group).
+#[test]
+fn a_re_run_of_a_finalize_that_had_dispatched_dispatches_nothing_again() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    lab.set_env("DAGEXEC_FAILPOINT", "status:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    assert_eq!(lab.dispatches(), 1, "{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-1");
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    assert!(text.contains("earlier attempt of this job"), "{text}");
+    assert_eq!(lab.dispatches(), 1, "dispatched again:\n{text}");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "1");
+    let (outputs, ok, log) = lab.round_result(2);
+    assert!(ok, "{log}");
+    assert_eq!(outputs["has-work"], "true", "{log}");
+    assert_eq!(
+        lab.branch_plan()["tasks"][1]["status"],
+        "completed",
+        "{log}"
+    );
+    lab.gh.assert_clean();
+}
+
 /// Finalize killed between its round commit and its push: nothing reached the branch, so
 /// the re-run of that job integrates the same artifacts again and pushes the round once,
 /// then dispatches the next one.
