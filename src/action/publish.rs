@@ -1,7 +1,8 @@
 //! The end of finalize on GitHub: the round pushed, the pull request opened or updated, the
 //! questions and the status comment written (each found again by its marker, so a re-run
 //! finalize duplicates nothing), the next round dispatched unless `/execute abort` asked to
-//! stop, and the `dagexec` check run when the run stops or completes.
+//! stop, and the `dagexec` check run when the run stops or completes (unless the same one is
+//! on that commit already).
 //!
 //! A round (or a part of one, see `rounds`) is pushed only onto the commit it was planned on. If the execution branch moved
 //! since the plan job read it (a round started twice, a re-run of an old run's finalize, a
@@ -10,7 +11,8 @@
 //! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop. A
 //! re-run of a finalize killed after its push (the same workflow run, a later attempt) finds
 //! its own push by the plan's signature ([`super::writer::sign`]) and finishes what the killed
-//! attempt left: the pull request, its comments, the check run and the dispatch.
+//! attempt left: the pull request, its comments, the check run and the dispatch (unless GitHub
+//! has a run dispatched from that push already).
 
 use super::report::{self, Links, RunStop};
 use super::rounds::Round;
@@ -497,15 +499,22 @@ impl Publisher<'_> {
             _ => Conclusion::Failure,
         };
         let head = self.repo.head()?;
-        c.complete_check_run(&CompletedCheckRun {
+        let run_url = ctx.run_url();
+        let run = CompletedCheckRun {
             name: "dagexec",
             head_sha: &head,
             conclusion,
             title: &title,
             summary: &summary,
-            details_url: ctx.run_url().as_deref(),
-        })
-        .await?;
+            details_url: run_url.as_deref(),
+        };
+        // A re-run of this job (or the next run at this commit) writes it once; when GitHub
+        // cannot list the commit's check runs, it is written.
+        if c.has_check_run(&run).await.unwrap_or(false) {
+            println!("The dagexec check run on {head} says this already; it is not written again.");
+        } else {
+            c.complete_check_run(&run).await?;
+        }
         if conclusion != Conclusion::Success {
             if conclusion == Conclusion::Failure {
                 runtime::annotation("error", &title, summary.lines().next().unwrap_or(""));

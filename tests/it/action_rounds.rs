@@ -875,6 +875,33 @@ fn a_re_run_of_a_finalize_that_had_dispatched_dispatches_nothing_again() {
     lab.gh.assert_clean();
 }
 
+/// Finalize of the last round wrote the `success` check run, then GitHub failed the pull
+/// request's "ready for review" until the job failed: its re-run marks it ready and writes
+/// no second check run for the same commit.
+#[test]
+fn a_re_run_of_a_finalize_that_wrote_its_check_run_writes_none_again() {
+    let mut lab = lab_with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        "#!/bin/sh\ncat > /dev/null\necho t1 > t1.txt; echo \"COMPLETED: t1\"\n",
+    );
+    lab.set_env("DAGEXEC_API_RETRY_BASE", "10ms");
+    lab.set_env("DAGEXEC_API_RETRY_CAP", "40ms");
+    lab.gh.outage("graphql", 6);
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "ready for review failed:\n{log}");
+    assert_eq!(lab.gh.state().check_runs.len(), 1, "{log}");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-1");
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    let st = lab.gh.state();
+    assert!(!st.pulls[0].draft, "ready for review:\n{text}");
+    assert_eq!(st.check_runs.len(), 1, "a second check run:\n{text}");
+    assert_eq!(st.check_runs[0].conclusion.as_deref(), Some("success"));
+    lab.gh.assert_clean();
+}
+
 /// Finalize killed between its round commit and its push: nothing reached the branch, so
 /// the re-run of that job integrates the same artifacts again and pushes the round once,
 /// then dispatches the next one.
