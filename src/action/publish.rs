@@ -133,19 +133,6 @@ impl Publisher<'_> {
         Ok(true)
     }
 
-    /// Whether the status comment says this part or round stopped at `/execute abort`, in
-    /// [`Publisher::write_status`]'s words.
-    fn stopped_at_abort(&self, at: &Pr<'_>, plan: &plan::model::Plan) -> bool {
-        let after = match super::rounds::position(plan).1 {
-            0 => String::new(),
-            part => format!("part {part} of "),
-        };
-        let round = self.round.round;
-        let said = format!("stopped after {after}round {round} as `/execute abort` asked");
-        (at.marked.own.iter())
-            .any(|o| o.starts_with(comment::STATUS_MARKER) && o.body.contains(&said))
-    }
-
     /// The end of a stale round, its push rejected for `why`. When the branch already holds
     /// this round or a later one (the same round started twice, or a re-run of an old run's
     /// finalize), whoever committed that carries on, so nothing more is done. Otherwise (the
@@ -197,7 +184,7 @@ impl Publisher<'_> {
         let aborted = match pr {
             Some(n) => {
                 let marked = comment::trusted_marked(c, n, inputs.me()).await?;
-                steering::abort_confirmed(c, n, &marked).await?
+                steering::abort_confirmed(c, n, &marked, self.ctx).await?
             }
             None => false,
         };
@@ -254,10 +241,8 @@ impl Publisher<'_> {
         println!("Pull request #{}: {}", pr.number, pr.html_url);
         let at = self.marked(c, pr.number).await?;
         self.ask(&at, plan, preflight).await?;
-        // A re-run whose killed attempt heeded `/execute abort` finds the abort consumed, and
-        // the status comment saying so.
-        let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?
-            || (on_branch.is_some() && self.stopped_at_abort(&at, plan));
+        // A re-run whose killed attempt heeded `/execute abort` finds the abort's record saying so.
+        let aborted = steering::abort_confirmed(c, pr.number, &at.marked, self.ctx).await?;
         let dispatched =
             more && !aborted && !(on_branch.is_some() && self.dispatched_before(c).await?);
         if dispatched {
@@ -296,7 +281,7 @@ impl Publisher<'_> {
         }
         crate::flow::failpoint("push", self.round.round);
         let at = self.marked(c, pr).await?;
-        let aborted = steering::abort_confirmed(c, pr, &at.marked).await?;
+        let aborted = steering::abort_confirmed(c, pr, &at.marked, self.ctx).await?;
         Ok(Published {
             pr: Some(pr),
             aborted,

@@ -902,6 +902,45 @@ fn a_re_run_of_a_finalize_that_wrote_its_check_run_writes_none_again() {
     lab.gh.assert_clean();
 }
 
+/// A status comment edited to say, in finalize's words, that round 2 stopped at `/execute
+/// abort` does not stop the re-run of round 2's finalize (killed after its push): no abort
+/// was given, so it dispatches round 3.
+#[test]
+fn a_status_comment_edited_to_say_the_run_stopped_does_not_stop_a_re_run() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+            task("three", &["t3.txt"], &[1]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "push:2");
+    let round = lab.round(2);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    assert_eq!(lab.dispatches(), 1, "{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    let st = lab.gh.state();
+    let status = (st.comments.iter())
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .expect("round 1's status comment");
+    let edited = format!(
+        "{}\nWaiting on: you: stopped after round 2 as `/execute abort` asked; comment `/execute` to resume\n",
+        status.body
+    );
+    lab.gh.edit_comment(status.id, &edited);
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-2");
+    let (ok, text) = lab.finalize_job(2, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    assert!(text.contains("earlier attempt of this job"), "{text}");
+    assert_eq!(lab.dispatches(), 2, "round 3 is dispatched:\n{text}");
+    lab.gh.assert_clean();
+}
+
 /// Finalize killed between its round commit and its push: nothing reached the branch, so
 /// the re-run of that job integrates the same artifacts again and pushes the round once,
 /// then dispatches the next one.
