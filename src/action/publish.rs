@@ -104,12 +104,12 @@ impl Publisher<'_> {
         Ok(Some(plan))
     }
 
-    /// Whether the earlier attempt of this job whose push this re-run carries on dispatched
-    /// the next run already: GitHub has a run of the workflow dispatched on the branch from
-    /// the commit it pushed. A dispatch is sent at most once, since GitHub keeps one pending
-    /// run per concurrency group and a newer one cancels it. When GitHub cannot list the runs,
-    /// it is said, and the run is dispatched.
-    async fn dispatched_before(&self, c: &Client) -> Result<bool, ActionError> {
+    /// Whether GitHub has a run of the workflow dispatched on the branch from the commit
+    /// checked out, other than this one: a re-run's earlier attempt (carrying on from its
+    /// push, or stale as it is) dispatched the next run already. A dispatch is sent at most
+    /// once, since GitHub keeps one pending run per concurrency group and a newer one cancels
+    /// it. When GitHub cannot list the runs, it is said, and the run is dispatched.
+    async fn dispatched_already(&self, c: &Client) -> Result<bool, ActionError> {
         let (ui, tip) = (self.ui, self.repo.head()?);
         let runs = match c
             .dispatched_runs(&self.inputs.workflow, &self.round.branch, 1)
@@ -118,17 +118,20 @@ impl Publisher<'_> {
             Ok(runs) => runs,
             Err(e) => {
                 ui.say(format!(
-                    "Cannot tell whether the earlier attempt of this job dispatched the next run ({e}); dispatching it."
+                    "Cannot tell whether a run was dispatched from {tip} already ({e}); dispatching one."
                 ));
                 return Ok(false);
             }
         };
-        let Some(run) = runs.iter().find(|r| r.head_sha == tip) else {
+        let mine =
+            |r: &&crate::edge::github::runs::WorkflowRun| r.id.to_string() == self.ctx.run_id;
+        let Some(run) = runs.iter().find(|r| r.head_sha == tip && !mine(r)) else {
             return Ok(false);
         };
         ui.say(format!(
-            "The earlier attempt of this job dispatched the next run already (run {}); it is not dispatched again.",
-            run.id
+            "GitHub has run {} dispatched from {} already: no other is dispatched.",
+            run.id,
+            &tip[..tip.len().min(12)]
         ));
         Ok(true)
     }
@@ -188,7 +191,8 @@ impl Publisher<'_> {
             }
             None => false,
         };
-        if !aborted {
+        let dispatched = !aborted && !self.dispatched_already(c).await?;
+        if dispatched {
             super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
             self.ui.say(format!(
                 "Dispatched a fresh round on {} to plan from where it stands.",
@@ -197,7 +201,7 @@ impl Publisher<'_> {
         }
         Ok(Published {
             pr,
-            dispatched: !aborted,
+            dispatched,
             aborted,
             stale: true,
         })
@@ -244,7 +248,7 @@ impl Publisher<'_> {
         // A re-run whose killed attempt heeded `/execute abort` finds the abort's record saying so.
         let aborted = steering::abort_confirmed(c, pr.number, &at.marked, self.ctx).await?;
         let dispatched =
-            more && !aborted && !(on_branch.is_some() && self.dispatched_before(c).await?);
+            more && !aborted && !(on_branch.is_some() && self.dispatched_already(c).await?);
         if dispatched {
             super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
         }

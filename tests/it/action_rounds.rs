@@ -941,6 +941,44 @@ fn a_status_comment_edited_to_say_the_run_stopped_does_not_stop_a_re_run() {
     lab.gh.assert_clean();
 }
 
+/// The branch moved by hand after round 2 was planned: its finalize is stale and dispatches
+/// a fresh round from where the branch stands; a re-run of that finalize finds that run
+/// dispatched from the same commit and dispatches none again.
+#[test]
+fn a_re_run_of_a_stale_finalize_dispatches_its_fresh_round_once() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    let planned = lab.plan_job(2, &[]);
+    let (o, artifacts) = (&planned.outputs, lab.tmp.path().join("artifacts-2"));
+    for (t, a) in planned.entries() {
+        let name = format!("dagexec-2-1-task-{t}-attempt-{a}");
+        lab.work_job(2, (t, a), &o["round"], &o["base"], &artifacts.join(name));
+    }
+    let hand = lab.checkout(&lab.next_base());
+    std::fs::write(hand.join("notes.txt"), "by hand\n").unwrap();
+    git(&hand, &["add", "-A"]);
+    git(&hand, &["commit", "-qm", "by hand"]);
+    git(
+        &hand,
+        &["push", "-q", "origin", &format!("HEAD:{}", lab.branch)],
+    );
+    let (ok, text) = lab.finalize_job(2, &planned, &artifacts);
+    assert!(ok && text.contains("this round is stale"), "{text}");
+    assert_eq!(lab.dispatches(), 2, "a fresh round:\n{text}");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let (ok, text) = lab.finalize_job(2, &planned, &artifacts);
+    assert!(ok && text.contains("this round is stale"), "{text}");
+    assert_eq!(lab.dispatches(), 2, "dispatched again:\n{text}");
+    lab.gh.assert_clean();
+}
+
 /// Finalize killed between its round commit and its push: nothing reached the branch, so
 /// the re-run of that job integrates the same artifacts again and pushes the round once,
 /// then dispatches the next one.
