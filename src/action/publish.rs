@@ -1,8 +1,8 @@
 //! The end of finalize on GitHub: the round pushed, the pull request opened or updated, the
 //! questions and the status comment written (each found again by its marker, so a re-run
 //! finalize duplicates nothing), the next round dispatched unless `/execute abort` asked to
-//! stop, and the `dagexec` check run when the run stops or completes (unless the same one is
-//! on that commit already).
+//! stop, and the `dagexec` check run when the run stops or completes (unless this workflow
+//! run wrote the same one on that commit already).
 //!
 //! A round (or a part of one, see `rounds`) is pushed only onto the commit it was planned on. If the execution branch moved
 //! since the plan job read it (a round started twice, a re-run of an old run's finalize, a
@@ -497,7 +497,8 @@ impl Publisher<'_> {
             summary: &summary,
             details_url: run_url.as_deref(),
         };
-        // A re-run of this job (or the next run at this commit) writes it once; when GitHub
+        // A re-run of this job writes it once (the same run's check run on this commit names
+        // this run in its details URL; a later run reports the stop again); when GitHub
         // cannot list the commit's check runs, it is written.
         if c.has_check_run(&run).await.unwrap_or(false) {
             println!("The dagexec check run on {head} says this already; it is not written again.");

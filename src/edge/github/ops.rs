@@ -200,7 +200,7 @@ impl Client {
     }
 
     /// Whether `run` is on its commit already: a latest check run of its name there has its
-    /// conclusion and title (`checks/list-for-ref`).
+    /// conclusion, title and details URL (`checks/list-for-ref`).
     pub async fn has_check_run(&self, run: &CompletedCheckRun<'_>) -> Result<bool, ApiError> {
         #[derive(Deserialize)]
         struct Output {
@@ -210,6 +210,7 @@ impl Client {
         struct Listed {
             conclusion: Option<Value>,
             output: Output,
+            details_url: Option<String>,
         }
         #[derive(Deserialize)]
         struct List {
@@ -223,7 +224,9 @@ impl Client {
         let list: List = self.get("checks/list-for-ref", &path).await?;
         let conclusion = serde_json::to_value(run.conclusion).ok();
         Ok(list.check_runs.iter().any(|there| {
-            there.conclusion == conclusion && there.output.title.as_deref() == Some(run.title)
+            there.conclusion == conclusion
+                && there.output.title.as_deref() == Some(run.title)
+                && there.details_url.as_deref() == run.details_url
         }))
     }
 

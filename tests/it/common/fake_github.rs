@@ -145,6 +145,8 @@ pub struct CheckRun {
     pub conclusion: Option<String>,
     /// The `output` object as last sent.
     pub output: Option<Value>,
+    /// `details_url` as sent.
+    pub details_url: Option<String>,
 }
 
 /// A workflow dispatch.
@@ -1070,6 +1072,7 @@ impl Inner {
                     status: str_of(&body, "status").unwrap_or(default_status.into()),
                     conclusion,
                     output: body.get("output").cloned(),
+                    details_url: str_of(&body, "details_url"),
                 };
                 ex = check_json(ex, &run);
                 st.check_runs.push(run);
@@ -1387,6 +1390,7 @@ fn check_json(mut v: Value, run: &CheckRun) -> Value {
         "/html_url",
         json!(format!("https://github.com/{}/runs/{}", run.repo, run.id)),
     );
+    set(&mut v, "/details_url", json!(run.details_url));
     for key in ["title", "summary", "text"] {
         let sent = run.output.as_ref().map_or(Value::Null, |o| o[key].clone());
         set(&mut v, &format!("/output/{key}"), sent);
