@@ -1,7 +1,8 @@
 //! The end of finalize on GitHub: the round pushed, the pull request opened or updated, the
 //! questions and the status comment written (each found again by its marker, so a re-run
 //! finalize duplicates nothing), the next round dispatched unless `/execute abort` asked to
-//! stop, and the `dagexec` check run when the run stops or completes.
+//! stop, and the `dagexec` check run when the run stops or completes (unless this workflow
+//! run wrote the same one on that commit already).
 //!
 //! A round (or a part of one, see `rounds`) is pushed only onto the commit it was planned on. If the execution branch moved
 //! since the plan job read it (a round started twice, a re-run of an old run's finalize, a
@@ -10,7 +11,8 @@
 //! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop. A
 //! re-run of a finalize killed after its push (the same workflow run, a later attempt) finds
 //! its own push by the plan's signature ([`super::writer::sign`]) and finishes what the killed
-//! attempt left: the pull request, its comments, the check run and the dispatch.
+//! attempt left: the pull request, its comments, the check run and the dispatch (unless GitHub
+//! has a run dispatched from that push already).
 
 use super::report::{self, Links, RunStop};
 use super::rounds::Round;
@@ -102,17 +104,36 @@ impl Publisher<'_> {
         Ok(Some(plan))
     }
 
-    /// Whether the status comment says this part or round stopped at `/execute abort`, in
-    /// [`Publisher::write_status`]'s words.
-    fn stopped_at_abort(&self, at: &Pr<'_>, plan: &plan::model::Plan) -> bool {
-        let after = match super::rounds::position(plan).1 {
-            0 => String::new(),
-            part => format!("part {part} of "),
+    /// Whether GitHub has a run of the workflow dispatched on the branch from the commit
+    /// checked out, other than this one: a re-run's earlier attempt (carrying on from its
+    /// push, or stale as it is) dispatched the next run already. A dispatch is sent at most
+    /// once, since GitHub keeps one pending run per concurrency group and a newer one cancels
+    /// it. When GitHub cannot list the runs, it is said, and the run is dispatched.
+    async fn dispatched_already(&self, c: &Client) -> Result<bool, ActionError> {
+        let (ui, tip) = (self.ui, self.repo.head()?);
+        let runs = match c
+            .dispatched_runs(&self.inputs.workflow, &self.round.branch, 1)
+            .await
+        {
+            Ok(runs) => runs,
+            Err(e) => {
+                ui.say(format!(
+                    "Cannot tell whether a run was dispatched from {tip} already ({e}); dispatching one."
+                ));
+                return Ok(false);
+            }
         };
-        let round = self.round.round;
-        let said = format!("stopped after {after}round {round} as `/execute abort` asked");
-        (at.marked.own.iter())
-            .any(|o| o.starts_with(comment::STATUS_MARKER) && o.body.contains(&said))
+        let mine =
+            |r: &&crate::edge::github::runs::WorkflowRun| r.id.to_string() == self.ctx.run_id;
+        let Some(run) = runs.iter().find(|r| r.head_sha == tip && !mine(r)) else {
+            return Ok(false);
+        };
+        ui.say(format!(
+            "GitHub has run {} dispatched from {} already: no other is dispatched.",
+            run.id,
+            &tip[..tip.len().min(12)]
+        ));
+        Ok(true)
     }
 
     /// The end of a stale round, its push rejected for `why`. When the branch already holds
@@ -166,11 +187,12 @@ impl Publisher<'_> {
         let aborted = match pr {
             Some(n) => {
                 let marked = comment::trusted_marked(c, n, inputs.me()).await?;
-                steering::abort_confirmed(c, n, &marked).await?
+                steering::abort_confirmed(c, n, &marked, self.ctx).await?
             }
             None => false,
         };
-        if !aborted {
+        let dispatched = !aborted && !self.dispatched_already(c).await?;
+        if dispatched {
             super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
             self.ui.say(format!(
                 "Dispatched a fresh round on {} to plan from where it stands.",
@@ -179,7 +201,7 @@ impl Publisher<'_> {
         }
         Ok(Published {
             pr,
-            dispatched: !aborted,
+            dispatched,
             aborted,
             stale: true,
         })
@@ -223,11 +245,10 @@ impl Publisher<'_> {
         println!("Pull request #{}: {}", pr.number, pr.html_url);
         let at = self.marked(c, pr.number).await?;
         self.ask(&at, plan, preflight).await?;
-        // A re-run whose killed attempt heeded `/execute abort` finds the abort consumed, and
-        // the status comment saying so.
-        let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?
-            || (on_branch.is_some() && self.stopped_at_abort(&at, plan));
-        let dispatched = more && !aborted;
+        // A re-run whose killed attempt heeded `/execute abort` finds the abort's record saying so.
+        let aborted = steering::abort_confirmed(c, pr.number, &at.marked, self.ctx).await?;
+        let dispatched =
+            more && !aborted && !(on_branch.is_some() && self.dispatched_already(c).await?);
         if dispatched {
             super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
         }
@@ -264,7 +285,7 @@ impl Publisher<'_> {
         }
         crate::flow::failpoint("push", self.round.round);
         let at = self.marked(c, pr).await?;
-        let aborted = steering::abort_confirmed(c, pr, &at.marked).await?;
+        let aborted = steering::abort_confirmed(c, pr, &at.marked, self.ctx).await?;
         Ok(Published {
             pr: Some(pr),
             aborted,
@@ -467,15 +488,23 @@ impl Publisher<'_> {
             _ => Conclusion::Failure,
         };
         let head = self.repo.head()?;
-        c.complete_check_run(&CompletedCheckRun {
+        let run_url = ctx.run_url();
+        let run = CompletedCheckRun {
             name: "dagexec",
             head_sha: &head,
             conclusion,
             title: &title,
             summary: &summary,
-            details_url: ctx.run_url().as_deref(),
-        })
-        .await?;
+            details_url: run_url.as_deref(),
+        };
+        // A re-run of this job writes it once (the same run's check run on this commit names
+        // this run in its details URL; a later run reports the stop again); when GitHub
+        // cannot list the commit's check runs, it is written.
+        if c.has_check_run(&run).await.unwrap_or(false) {
+            println!("The dagexec check run on {head} says this already; it is not written again.");
+        } else {
+            c.complete_check_run(&run).await?;
+        }
         if conclusion != Conclusion::Success {
             if conclusion == Conclusion::Failure {
                 runtime::annotation("error", &title, summary.lines().next().unwrap_or(""));

@@ -177,10 +177,22 @@ pub(crate) fn run_attempt(ctx: &Runner) -> u32 {
 
 /// Signs `plan` as written by this job's workflow run and attempt (`progress.dagexecWriter`),
 /// which its next commit carries to the branch. Task code cannot forge it: a worker's patch
-/// that touches the plan is refused.
+/// that touches the plan is refused. A plan an earlier attempt of this run signed keeps that
+/// signature (a re-run carrying on from its push): a plan the re-run does not change is the
+/// same file, and no commit.
 pub(crate) fn sign(plan: &mut plan::model::Plan, ctx: &Runner) {
-    let by = serde_json::json!({"run": ctx.run_id, "attempt": run_attempt(ctx)});
-    plan.progress.extra.insert(WRITER.into(), by);
+    if !signed_earlier(plan, ctx) {
+        let by = serde_json::json!({"run": ctx.run_id, "attempt": run_attempt(ctx)});
+        plan.progress.extra.insert(WRITER.into(), by);
+    }
+}
+
+/// Whether an earlier attempt of this job's workflow run signed `plan` ([`sign`]).
+fn signed_earlier(plan: &plan::model::Plan, ctx: &Runner) -> bool {
+    let by = plan.progress.extra.get(WRITER);
+    let run = by.and_then(|b| b["run"].as_str());
+    let attempt = by.and_then(|b| b["attempt"].as_u64());
+    run == Some(ctx.run_id.as_str()) && attempt.is_some_and(|a| a < run_attempt(ctx).into())
 }
 
 /// The tip of `branch` and the plan there, when an earlier attempt of this job's workflow run
@@ -199,14 +211,10 @@ pub(crate) fn pushed_before(
         return Ok(None);
     };
     repo.checkout_detached(&tip)?;
-    if let Ok((plan, _)) = crate::action::load_plan(repo, plan_rel) {
-        let by = plan.progress.extra.get(WRITER);
-        let run = by.and_then(|b| b["run"].as_str());
-        let attempt = by.and_then(|b| b["attempt"].as_u64());
-        if run == Some(ctx.run_id.as_str()) && attempt.is_some_and(|a| a < run_attempt(ctx).into())
-        {
-            return Ok(Some((tip, plan)));
-        }
+    if let Ok((plan, _)) = crate::action::load_plan(repo, plan_rel)
+        && signed_earlier(&plan, ctx)
+    {
+        return Ok(Some((tip, plan)));
     }
     repo.checkout_detached(&here)?;
     Ok(None)

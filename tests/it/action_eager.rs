@@ -1296,6 +1296,101 @@ fn a_conductor_killed_after_its_final_push_is_finished_by_its_re_run() {
     lab.gh.assert_clean();
 }
 
+/// A conductor killed after its final push, re-run, then re-run once more after it finished:
+/// each re-run at the archived plan only publishes what was left (the pull request ready, one
+/// `success` check run); the branch keeps the killed attempt's commits as they were.
+#[test]
+fn a_conductors_re_run_at_its_runs_archived_plan_changes_nothing_on_the_branch() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    let planned = lab.plan_job(1, &[("DAGEXEC_SCHEDULE", "eager")]);
+    let conduct = |extra: &[(&str, &str)]| {
+        let o = &planned.outputs;
+        let mut cmd = lab.job(&lab.checkout(&o["base"]), 1);
+        cmd.args(["action", "conduct"])
+            .env("DAGEXEC_BASE", &o["base"])
+            .env("DAGEXEC_ROUND", &o["round"]);
+        lab.spawn_conducting(cmd, 1, extra)
+    };
+    let killed = conduct(&[("DAGEXEC_FAILPOINT", "final-push:1")]);
+    assert_eq!(lab.drive(killed, Duration::from_secs(60)), -1);
+    let pushed = lab.branch_log();
+    for attempt in ["2", "3"] {
+        let code = lab.drive(
+            conduct(&[("GITHUB_RUN_ATTEMPT", attempt)]),
+            Duration::from_secs(120),
+        );
+        let log = lab.conduct_log(1);
+        assert_eq!(code, 0, "{log}");
+        assert_eq!(lab.branch_log(), pushed, "attempt {attempt}:\n{log}");
+        let st = lab.gh.state();
+        assert!(!st.pulls[0].draft, "ready for review:\n{log}");
+        assert_eq!(st.check_runs.len(), 1, "attempt {attempt}:\n{log}");
+        assert_eq!(st.check_runs[0].conclusion.as_deref(), Some("success"));
+    }
+    assert_eq!(lab.dispatches(), 1, "the one task run");
+    lab.gh.assert_clean();
+}
+
+/// A conductor that stopped at `/execute abort` (given on the pull request, through the
+/// comment job) is re-run: it stops as its earlier attempt did, starts nothing and commits
+/// nothing.
+#[test]
+fn a_conductors_re_run_after_it_stopped_at_execute_abort_changes_nothing() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("slow", &["t0.txt"], &[]),
+            task("after", &["t1.txt"], &[0]),
+        ],
+        r#"#!/bin/sh
+cat > /dev/null
+[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 2
+echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#,
+    ));
+    let planned = lab.plan_job(1, &[("DAGEXEC_SCHEDULE", "eager")]);
+    let conduct = |extra: &[(&str, &str)]| {
+        let o = &planned.outputs;
+        let mut cmd = lab.job(&lab.checkout(&o["base"]), 1);
+        cmd.args(["action", "conduct"])
+            .env("DAGEXEC_BASE", &o["base"])
+            .env("DAGEXEC_ROUND", &o["round"]);
+        lab.spawn_conducting(cmd, 1, extra)
+    };
+    let conductor = conduct(&[]);
+    let (t0, mut threads) = (Instant::now(), Vec::new());
+    while lab.gh.state().pulls.is_empty() {
+        threads.extend(lab.run_dispatched());
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{}",
+            lab.conduct_log(1)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    lab.comment_jobs(50, 1, "/execute abort", false);
+    let code = lab.drive(conductor, Duration::from_secs(60));
+    for t in threads {
+        t.join().unwrap();
+    }
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    let (stopped, dispatched) = (lab.branch_log(), lab.dispatches());
+    let code = lab.drive(
+        conduct(&[("GITHUB_RUN_ATTEMPT", "2")]),
+        Duration::from_secs(60),
+    );
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    assert_eq!(lab.dispatches(), dispatched, "started again:\n{log}");
+    assert_eq!(lab.branch_log(), stopped, "{log}");
+    lab.gh.assert_clean();
+}
+
 /// Two tasks, one after the other, under a GitHub outage of `operation` (`calls` answers of
 /// 502 in a row), the retry policy's back-off shortened so that the outage outlasts its
 /// tries in moments: the outage costs waiting time, never an attempt and never the

@@ -839,6 +839,146 @@ fn a_re_run_of_a_finalize_that_heeded_an_abort_still_starts_nothing() {
     lab.gh.assert_clean();
 }
 
+/// Finalize killed after it dispatched round 2 (and wrote the status comment): its re-run
+/// finds round 2's run already dispatched from the commit it pushed and dispatches none
+/// again (a second dispatch would cancel a pending run of the branch's concurrency group).
+#[test]
+fn a_re_run_of_a_finalize_that_had_dispatched_dispatches_nothing_again() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    lab.set_env("DAGEXEC_FAILPOINT", "status:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    assert_eq!(lab.dispatches(), 1, "{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-1");
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    assert!(text.contains("earlier attempt of this job"), "{text}");
+    assert_eq!(lab.dispatches(), 1, "dispatched again:\n{text}");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "1");
+    let (outputs, ok, log) = lab.round_result(2);
+    assert!(ok, "{log}");
+    assert_eq!(outputs["has-work"], "true", "{log}");
+    assert_eq!(
+        lab.branch_plan()["tasks"][1]["status"],
+        "completed",
+        "{log}"
+    );
+    lab.gh.assert_clean();
+}
+
+/// Finalize of the last round wrote the `success` check run, then GitHub failed the pull
+/// request's "ready for review" until the job failed: its re-run marks it ready and writes
+/// no second check run for the same commit.
+#[test]
+fn a_re_run_of_a_finalize_that_wrote_its_check_run_writes_none_again() {
+    let mut lab = lab_with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        "#!/bin/sh\ncat > /dev/null\necho t1 > t1.txt; echo \"COMPLETED: t1\"\n",
+    );
+    lab.set_env("DAGEXEC_API_RETRY_BASE", "10ms");
+    lab.set_env("DAGEXEC_API_RETRY_CAP", "40ms");
+    lab.gh.outage("graphql", 6);
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "ready for review failed:\n{log}");
+    assert_eq!(lab.gh.state().check_runs.len(), 1, "{log}");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-1");
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    let st = lab.gh.state();
+    assert!(!st.pulls[0].draft, "ready for review:\n{text}");
+    assert_eq!(st.check_runs.len(), 1, "a second check run:\n{text}");
+    assert_eq!(st.check_runs[0].conclusion.as_deref(), Some("success"));
+    lab.gh.assert_clean();
+}
+
+/// A status comment edited to say, in finalize's words, that round 2 stopped at `/execute
+/// abort` does not stop the re-run of round 2's finalize (killed after its push): no abort
+/// was given, so it dispatches round 3.
+#[test]
+fn a_status_comment_edited_to_say_the_run_stopped_does_not_stop_a_re_run() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+            task("three", &["t3.txt"], &[1]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "push:2");
+    let round = lab.round(2);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    assert_eq!(lab.dispatches(), 1, "{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    let st = lab.gh.state();
+    let status = (st.comments.iter())
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .expect("round 1's status comment");
+    let edited = format!(
+        "{}\nWaiting on: you: stopped after round 2 as `/execute abort` asked; comment `/execute` to resume\n",
+        status.body
+    );
+    lab.gh.edit_comment(status.id, &edited);
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let artifacts = lab.tmp.path().join("artifacts-2");
+    let (ok, text) = lab.finalize_job(2, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    assert!(text.contains("earlier attempt of this job"), "{text}");
+    assert_eq!(lab.dispatches(), 2, "round 3 is dispatched:\n{text}");
+    lab.gh.assert_clean();
+}
+
+/// The branch moved by hand after round 2 was planned: its finalize is stale and dispatches
+/// a fresh round from where the branch stands; a re-run of that finalize finds that run
+/// dispatched from the same commit and dispatches none again.
+#[test]
+fn a_re_run_of_a_stale_finalize_dispatches_its_fresh_round_once() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+    );
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    let planned = lab.plan_job(2, &[]);
+    let (o, artifacts) = (&planned.outputs, lab.tmp.path().join("artifacts-2"));
+    for (t, a) in planned.entries() {
+        let name = format!("dagexec-2-1-task-{t}-attempt-{a}");
+        lab.work_job(2, (t, a), &o["round"], &o["base"], &artifacts.join(name));
+    }
+    let hand = lab.checkout(&lab.next_base());
+    std::fs::write(hand.join("notes.txt"), "by hand\n").unwrap();
+    git(&hand, &["add", "-A"]);
+    git(&hand, &["commit", "-qm", "by hand"]);
+    git(
+        &hand,
+        &["push", "-q", "origin", &format!("HEAD:{}", lab.branch)],
+    );
+    let (ok, text) = lab.finalize_job(2, &planned, &artifacts);
+    assert!(ok && text.contains("this round is stale"), "{text}");
+    assert_eq!(lab.dispatches(), 2, "a fresh round:\n{text}");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let (ok, text) = lab.finalize_job(2, &planned, &artifacts);
+    assert!(ok && text.contains("this round is stale"), "{text}");
+    assert_eq!(lab.dispatches(), 2, "dispatched again:\n{text}");
+    lab.gh.assert_clean();
+}
+
 /// Finalize killed between its round commit and its push: nothing reached the branch, so
 /// the re-run of that job integrates the same artifacts again and pushes the round once,
 /// then dispatches the next one.

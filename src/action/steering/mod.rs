@@ -16,7 +16,8 @@ mod queue;
 mod record;
 
 use crate::action::ActionError;
-use crate::edge::github::Client;
+use crate::action::runtime::Runner;
+use crate::edge::github::{Client, comments::IssueComment};
 use crate::pure::plan::{Plan, model::Status};
 
 use comment::SlashCommand;
@@ -69,26 +70,43 @@ pub(crate) fn abort_record(id: u64) -> String {
 
 /// The abort records among dagexec's own comments: the comment, the `/execute abort` it names,
 /// and whether that stop was taken.
-fn abort_records(marked: &comment::Trusted) -> impl Iterator<Item = (u64, u64, bool)> + '_ {
+fn abort_records(marked: &comment::Trusted) -> impl Iterator<Item = (&IssueComment, u64, bool)> {
     marked.own.iter().filter_map(|c| {
         let rest = c.body.trim_start().strip_prefix(ABORT_RECORD_PREFIX)?;
         let id = rest.split(" -->").next()?.trim().parse().ok()?;
-        Some((c.id, id, c.body.contains(ABORT_TAKEN)))
+        Some((c, id, c.body.contains(ABORT_TAKEN)))
     })
 }
 
-/// Whether a stop after the current round was asked for on pull request `pr`: one of
-/// dagexec's own status comments (`marked`) holds [`ABORT_MARKER`], or an abort's own record
-/// is not taken yet, naming an `/execute abort` comment that is on this pull request, by a
-/// person with write access now. Any workflow that comments with `GITHUB_TOKEN` writes as
-/// dagexec's comment job does, so the marker alone stops nothing. A stop found is taken: the
-/// records in `marked` say so from now on (the caller stops), so the next run, which
-/// `/execute` starts, does not stop for it again.
+/// What an abort's record says once a writer stopped for it: the workflow run and attempt of
+/// that writer's job.
+fn heeded_by(run: &str, attempt: u32) -> String {
+    format!("heeded by run {run} (attempt {attempt})")
+}
+
+/// Whether a stop after the current round was asked for on pull request `pr`, for the job of
+/// `by`: one of dagexec's own status comments (`marked`) holds [`ABORT_MARKER`], or an abort's
+/// own record is not taken yet, naming an `/execute abort` comment that is on this pull
+/// request, by a person with write access now. Any workflow that comments with `GITHUB_TOKEN`
+/// writes as dagexec's comment job does, so the marker alone stops nothing. A stop found is
+/// taken: the records in `marked` say so from now on, heeded by `by`'s run and attempt (the
+/// caller stops), so the next run, which `/execute` starts, does not stop for it again — but a
+/// re-run of this job, whose earlier attempt stopped for it, does.
 pub async fn abort_confirmed(
     client: &Client,
     pr: u64,
     marked: &comment::Trusted,
+    by: &Runner,
 ) -> Result<bool, ActionError> {
+    let attempt = crate::action::writer::run_attempt(by);
+    let earlier =
+        |c: &IssueComment| (1..attempt).any(|a| c.body.contains(&heeded_by(&by.run_id, a)));
+    if abort_records(marked).any(|r| r.2 && earlier(r.0)) {
+        println!(
+            "An earlier attempt of this job stopped the run at `/execute abort`; so does this one."
+        );
+        return Ok(true);
+    }
     let taken: std::collections::BTreeSet<u64> =
         abort_records(marked).filter(|r| r.2).map(|r| r.1).collect();
     let named: std::collections::BTreeSet<u64> = marked
@@ -106,8 +124,11 @@ pub async fn abort_confirmed(
     for id in asked {
         match still_a_command(client, pr, id).await? {
             Ok((_, Some(SlashCommand::Abort))) => {
-                let how = "the run stopped for it; comment `/execute` to resume";
-                take_aborts(client, marked, u64::MAX, how).await;
+                let how = format!(
+                    "{}: the run stopped for it; comment `/execute` to resume",
+                    heeded_by(&by.run_id, attempt)
+                );
+                take_aborts(client, marked, u64::MAX, &how).await;
                 return Ok(true);
             }
             Ok(_) => tracing::warn!(comment = id, "the abort marker names no `/execute abort`"),
@@ -147,6 +168,7 @@ pub(crate) async fn take_aborts(
 ) -> bool {
     let mut any = false;
     for (comment, id, _) in abort_records(marked).filter(|r| !r.2 && r.1 < before) {
+        let comment = comment.id;
         any = true;
         let body = format!(
             "{}\n{ABORT_TAKEN}\n`/execute abort` (comment {id}): {how}.\n",

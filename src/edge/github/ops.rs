@@ -199,6 +199,37 @@ impl Client {
         Ok(run.id)
     }
 
+    /// Whether `run` is on its commit already: a latest check run of its name there has its
+    /// conclusion, title and details URL (`checks/list-for-ref`).
+    pub async fn has_check_run(&self, run: &CompletedCheckRun<'_>) -> Result<bool, ApiError> {
+        #[derive(Deserialize)]
+        struct Output {
+            title: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Listed {
+            conclusion: Option<Value>,
+            output: Output,
+            details_url: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct List {
+            check_runs: Vec<Listed>,
+        }
+        let path = self.repo_path(&format!(
+            "/commits/{}/check-runs?check_name={}&filter=latest",
+            encode_segment(run.head_sha),
+            encode(run.name)
+        ));
+        let list: List = self.get("checks/list-for-ref", &path).await?;
+        let conclusion = serde_json::to_value(run.conclusion).ok();
+        Ok(list.check_runs.iter().any(|there| {
+            there.conclusion == conclusion
+                && there.output.title.as_deref() == Some(run.title)
+                && there.details_url.as_deref() == run.details_url
+        }))
+    }
+
     /// Starts `workflow` (a file name such as `dagexec.yml`, or an id) on `git_ref` with
     /// `inputs` (`actions/create-workflow-dispatch`).
     pub async fn dispatch(

@@ -10,7 +10,7 @@
 //! Valid requests are answered with GitHub's own example response for the operation (the first
 //! example of its lowest 2xx response), with a little state layered on top so a multi-step run is
 //! coherent: pull requests (numbers 1, 2, …; node ids `PR_<n>`), issue comments (ids 1000+),
-//! check runs (ids 5000+), workflow dispatches and the runs they start (their run-name,
+//! check runs (ids 5000+; listed by commit), workflow dispatches and the runs they start (their run-name,
 //! `head_sha` read from the lab's bare repository, times, artifacts served from a storage URL),
 //! reactions and collaborator permissions. Lists are not paginated, except comments and workflow
 //! runs, as GitHub pages them; `pulls/list` is newest first like GitHub's default.
@@ -145,6 +145,8 @@ pub struct CheckRun {
     pub conclusion: Option<String>,
     /// The `output` object as last sent.
     pub output: Option<Value>,
+    /// `details_url` as sent.
+    pub details_url: Option<String>,
 }
 
 /// A workflow dispatch.
@@ -1070,9 +1072,20 @@ impl Inner {
                     status: str_of(&body, "status").unwrap_or(default_status.into()),
                     conclusion,
                     output: body.get("output").cloned(),
+                    details_url: str_of(&body, "details_url"),
                 };
                 ex = check_json(ex, &run);
                 st.check_runs.push(run);
+            }
+            "checks/list-for-ref" => {
+                // The check runs on a commit (`ref`: its SHA), newest first, by `check_name`.
+                let item = ex["check_runs"][0].clone();
+                let list: Vec<Value> = (st.check_runs.iter().rev())
+                    .filter(|r| r.repo == repo && r.head_sha == param("ref"))
+                    .filter(|r| q.get("check_name").is_none_or(|n| *n == r.name))
+                    .map(|r| check_json(item.clone(), r))
+                    .collect();
+                ex = json!({"total_count": list.len(), "check_runs": list});
             }
             "checks/get" | "checks/update" => {
                 let id = num("check_run_id");
@@ -1377,6 +1390,7 @@ fn check_json(mut v: Value, run: &CheckRun) -> Value {
         "/html_url",
         json!(format!("https://github.com/{}/runs/{}", run.repo, run.id)),
     );
+    set(&mut v, "/details_url", json!(run.details_url));
     for key in ["title", "summary", "text"] {
         let sent = run.output.as_ref().map_or(Value::Null, |o| o[key].clone());
         set(&mut v, &format!("/output/{key}"), sent);

@@ -439,6 +439,25 @@ impl Remote<'_> {
         ))
     }
 
+    /// A re-run at the archived plan an earlier attempt of this job pushed ([`writer::WriterJob::carry_on`]):
+    /// the run is complete, so only what that attempt did not publish is left (the pull
+    /// request ready, the status comment, the check run), and nothing is committed.
+    pub(super) async fn finished(&mut self, plan: &Plan) -> Result<Finalized, ActionError> {
+        let (round_no, stop) = (crate::flow::round_counter(plan), RunStop::Completed);
+        let published = self.publish(round_no, plan, Some(&stop)).await?;
+        if published.stale {
+            return Ok(writer::stale(published));
+        }
+        self.summary(plan, round_no)?;
+        let conclusion = Conclusion::Completed;
+        Ok(Finalized::ended(
+            conclusion,
+            published.pr,
+            Some(&stop),
+            plan,
+        ))
+    }
+
     /// Nothing is pending: the seed's summary and clean-up, committed.
     fn done(&self, plan: &mut Plan) -> Result<(Conclusion, Option<RunStop>), ActionError> {
         let stop = arrival::done_stop(self.repo, plan, self.opts, self.ui)?;

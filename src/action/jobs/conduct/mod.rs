@@ -38,7 +38,8 @@
 //! writer at a time; its runs sit in the branch's concurrency group, task runs each in a
 //! group of their own. When everything completed, the plan is archived on the branch before
 //! the pull request is marked ready: a conductor killed between the two is finished by the
-//! next run's plan job and finalize, which read the archive.
+//! next run's plan job and finalize, which read the archive, or by its job's re-run, which
+//! commits nothing then.
 //!
 //! GitHub's limits: a poll is one request, the listing of the branch's dispatched runs
 //! (newest first; a run in flight older than its newest 100 is read on its own), so its cost
@@ -188,6 +189,9 @@ pub async fn run(
             holding: None,
         },
     };
+    if checkout.archived.is_some() {
+        return remote.finished(plan).await;
+    }
     let again = remote.adopt(plan).await;
     let round_no = crate::flow::round_counter(plan);
     if let Some(ended) = remote.take_over(plan, again, round_no).await? {
