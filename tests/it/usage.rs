@@ -483,8 +483,22 @@ fn a_codex_configuration_the_gateway_cannot_follow_stops_only_a_codex_worker() {
         "{out}"
     );
     // Codex would send its requests there: stopped before anything starts, naming the fix.
+    // (Codex is installed: a stand-in on PATH, which `run` checks for before this.)
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("codex"), "#!/bin/sh\nexit 1\n").unwrap();
+    let exe = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(bin.join("codex"), exe).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let dir = repo(&plan(&["a.txt"]), &[]);
-    let out = run_by(dir.path(), "codex").expect_code(2);
+    let out = run(dir.path())
+        .worker("codex")
+        .env("HOME", home.path())
+        .env("PATH", path)
+        .env_remove("CODEX_HOME")
+        .env_remove("OPENAI_BASE_URL")
+        .run()
+        .expect_code(2);
     assert!(
         out.contains(".codex/config.toml") && out.contains("OPENAI_BASE_URL"),
         "{out}"
