@@ -438,3 +438,31 @@ fn a_command_given_before_an_abort_does_not_restart_the_run_after_it() {
     assert_eq!(lab.dispatches(), before, "{text}");
     lab.gh.assert_clean();
 }
+
+/// `/execute status` while an `/execute abort` waits for the current round to end says so,
+/// as the abort's own status did: the refreshed status comment does not tell the user that
+/// the run goes on.
+#[test]
+fn a_status_refresh_during_a_pending_abort_still_says_the_run_stops() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    lab.comment_jobs(90, 1, "/execute abort", false);
+    let (_, text) = lab.comment_jobs(91, 1, "/execute status", false);
+    let comments = lab.gh.state().comments;
+    let status = comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .unwrap();
+    for said in [
+        "**Stopping after the current round**",
+        "**Waiting on:** the current round to end",
+    ] {
+        assert!(
+            status.body.contains(said),
+            "{said}: {}\n{text}",
+            status.body
+        );
+    }
+    lab.gh.assert_clean();
+}

@@ -24,9 +24,9 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_record, apply, authorised, catch_up,
-    changes_plan, command_text, confirm, record, said, steer_marker, take_aborts, waiting_on,
-    with_trailer,
+    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_pending, abort_record, apply,
+    authorised, catch_up, changes_plan, command_text, confirm, record, said, steer_marker,
+    take_aborts, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
@@ -211,10 +211,32 @@ impl Steer<'_> {
         Ok(comment::upsert_status(client, pr, me, &body).await?)
     }
 
-    /// `/execute status`: the status comment refreshed.
+    /// `/execute status`: the status comment refreshed, saying so while an `/execute abort`
+    /// waits for the current round to end.
     async fn status(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
-        self.write_status(plan, &waiting_on(plan), None).await?;
+        let (client, pr) = (self.client, self.trigger.pr_number);
+        let marked = comment::trusted_marked(client, pr, self.inputs.me()).await?;
+        match abort_pending(client, pr, &marked).await? {
+            Some((id, user)) => self.write_stopping(plan, id, &user).await?,
+            None => self.write_status(plan, &waiting_on(plan), None).await?,
+        }
         Ok(said("Refreshed the status comment."))
+    }
+
+    /// The status comment saying that the run stops after the current round, as `/execute
+    /// abort` comment `id` by `user` asked.
+    async fn write_stopping(
+        &self,
+        plan: &plan::model::Plan,
+        id: u64,
+        user: &str,
+    ) -> Result<(), ActionError> {
+        let extra = format!(
+            "{ABORT_MARKER}\n{}\n**Stopping after the current round** (`/execute` by @{user}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
+            abort_by_marker(id)
+        );
+        self.write_status(plan, "the current round to end", Some(extra))
+            .await
     }
 
     /// `/execute abort`: its own record, which the running round's writer reads (found again
@@ -233,11 +255,7 @@ impl Steer<'_> {
             );
             client.comment(pr, &text).await?;
         }
-        let extra = format!(
-            "{ABORT_MARKER}\n{}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
-            abort_by_marker(self.trigger.comment_id)
-        );
-        self.write_status(plan, "the current round to end", Some(extra))
+        self.write_stopping(plan, self.trigger.comment_id, &self.trigger.user)
             .await?;
         Ok(said(
             "Abort requested: the run stops after the current round.",

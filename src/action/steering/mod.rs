@@ -136,6 +136,21 @@ pub(crate) async fn abort_after(
     Ok(None)
 }
 
+/// The `/execute abort` the run has not stopped for yet on pull request `pr` (its record in
+/// `marked` not taken, naming a writer's `/execute abort` on it) and who gave it.
+pub(crate) async fn abort_pending(
+    client: &Client,
+    pr: u64,
+    marked: &comment::Trusted,
+) -> Result<Option<(u64, String)>, ActionError> {
+    for (_, id, _) in abort_records(marked).filter(|r| !r.2) {
+        if let Ok((user, Some(SlashCommand::Abort))) = still_a_command(client, pr, id).await? {
+            return Ok(Some((id, user)));
+        }
+    }
+    Ok(None)
+}
+
 /// Marks the abort records in `marked` that name an `/execute abort` comment older than
 /// `before` as taken (`how`: what took it); whether there was any. One that cannot be
 /// rewritten stays as it is: a later writer stops for it once more, which loses nothing.
