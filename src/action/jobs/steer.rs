@@ -32,6 +32,7 @@ use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
+use crate::edge::github::comments::IssueComment;
 use crate::pure::plan;
 
 pub use crate::action::steering::Steered;
@@ -120,20 +121,25 @@ impl Steer<'_> {
     /// The command is kept on the pull request as dagexec's own comment: whichever job
     /// writes the branch next applies it (the steer job, or — when GitHub cancels that
     /// pending job because a round got there first — the running round's writer). Found
-    /// again by its marker, so a re-run of this job queues nothing twice.
+    /// again by its marker with the command it authorised, so a re-run of this job queues
+    /// nothing twice, and another workflow's comment that starts with the marker keeps
+    /// nothing from being queued.
     async fn queue(&self) -> Result<Steered, ActionError> {
         let (client, trigger, branch) = (self.client, self.trigger, &self.branch);
-        let marker = steer_marker(trigger.comment_id);
+        let (marker, authorised) = (
+            steer_marker(trigger.comment_id),
+            authorised(&trigger.command),
+        );
         let own = comment::trusted_marked(client, trigger.pr_number, self.inputs.me())
             .await?
             .own;
-        if !own.iter().any(|c| c.starts_with(&marker)) {
+        let queued = |c: &IssueComment| c.starts_with(&marker) && c.body.contains(&authorised);
+        if !own.iter().any(queued) {
             client.comment(
                 trigger.pr_number,
                 &format!(
-                    "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n{}\n",
-                    command_text(&self.trigger.command),
-                    authorised(&self.trigger.command)
+                    "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n{authorised}\n",
+                    command_text(&self.trigger.command)
                 ),
             ).await?;
         }
