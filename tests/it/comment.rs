@@ -141,6 +141,27 @@ async fn without_write_access_there_is_one_reply_and_nothing_else() {
     }
 }
 
+/// In a private repository GitHub answers 404 for the access of someone who is no
+/// collaborator: that is no access, answered as `none` is, not a failed job.
+#[tokio::test]
+async fn someone_github_knows_no_access_for_is_answered_as_without_access() {
+    let (gh, client) = setup("dagexec/add-auth").await;
+    let op = "repos/get-collaborator-permission-level";
+    let not_found =
+        json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"});
+    gh.fail_next(op, 404, &[], not_found);
+    let out = on_event(&client, "issue_comment", &pr_comment("/execute")).await;
+    assert_eq!(out, Some(Handled::Denied));
+    let state = gh.state();
+    assert_eq!(state.comments.len(), 1);
+    assert_eq!(
+        state.comments[0].body,
+        comment::denied_reply("Codertocat", "none")
+    );
+    assert!(state.reactions.is_empty());
+    gh.assert_clean();
+}
+
 #[tokio::test]
 async fn bots_edits_and_issue_comments_make_no_call_at_all() {
     let (gh, client) = setup("dagexec/add-auth").await;

@@ -258,12 +258,16 @@ pub fn may_run(permission: &str, role_name: Option<&str>) -> bool {
 }
 
 /// The access `user` has on the repository now when it is too little to run commands
-/// (`read`, `none`, …); `None` when they may run them.
+/// (`read`, `none`, …); `None` when they may run them. GitHub answers 404 for someone who is no
+/// collaborator of a private repository: `none`.
 pub(super) async fn too_little_access(
     client: &Client,
     user: &str,
 ) -> Result<Option<String>, ApiError> {
-    let (permission, role) = client.permission(user).await?;
+    let (permission, role) = match client.permission(user).await {
+        Err(e) if e.status() == Some(404) => ("none".to_string(), None),
+        other => other?,
+    };
     Ok((!may_run(&permission, role.as_deref())).then(|| role.unwrap_or(permission)))
 }
 

@@ -371,11 +371,7 @@ pub(super) async fn still_a_command(
             "comment {id} was not written by a person; nothing was applied."
         )));
     }
-    let lacking = match comment::too_little_access(client, &user).await {
-        Err(e) if e.status() == Some(404) => Some("none".to_string()),
-        other => other?,
-    };
-    if let Some(access) = lacking {
+    if let Some(access) = comment::too_little_access(client, &user).await? {
         return Ok(Err(format!(
             "@{user} has {access} access now, and only people with write, maintain or admin access can change the plan; comment {id} was not applied."
         )));
