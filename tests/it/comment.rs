@@ -236,6 +236,33 @@ async fn own(client: &Client) -> Vec<dagexec::edge::github::comments::IssueComme
         .own
 }
 
+/// A status (or question) comment someone deleted after dagexec read the pull request's
+/// comments — a finalize reads them long before it writes — is written again, and the job
+/// does not fail on GitHub's 404.
+#[tokio::test]
+async fn a_marked_comment_deleted_after_it_was_read_is_written_again() {
+    let (gh, client) = setup("dagexec/add-auth").await;
+    let first = format!("{STATUS_MARKER}\nround 1");
+    let id = client
+        .upsert_marked_comment(1, STATUS_MARKER, &first, &own(&client).await)
+        .await
+        .unwrap();
+    let read = own(&client).await;
+    gh.delete_comment(id);
+    let again = client
+        .upsert_marked_comment(1, STATUS_MARKER, "round 2", &read)
+        .await
+        .unwrap();
+    assert_ne!(again, id);
+    let now = own(&client).await;
+    assert_eq!(now.len(), 1);
+    assert_eq!(
+        (now[0].id, now[0].body.as_str()),
+        (again, format!("{STATUS_MARKER}\nround 2").as_str())
+    );
+    gh.assert_clean();
+}
+
 #[tokio::test]
 async fn the_status_comment_is_created_once_then_updated_in_place() {
     let (gh, client) = setup("dagexec/add-auth").await;
