@@ -510,3 +510,31 @@ fn a_forged_marker_does_not_keep_a_writers_command_from_being_applied() {
     );
     lab.gh.assert_clean();
 }
+
+/// The comment job of an `/execute abort` run again after the run stopped for it (the stop is
+/// taken) does not tell the user once more that the run stops after the current round: the
+/// abort stops nothing more.
+#[test]
+fn a_re_run_of_a_taken_abort_does_not_say_the_run_stops_again() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (abort, _) = lab.comment_jobs(90, 1, "/execute abort", false);
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok && log.contains("Stopped after this round"), "{log}");
+    // The comment job of the abort, run again.
+    let _ = std::fs::remove_file(lab.tmp.path().join(format!("comment-{abort}.outputs")));
+    let (_, text) = lab.comment_job_again(92, abort, false);
+    let comments = lab.gh.state().comments;
+    let status = comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .unwrap();
+    assert!(
+        !status.body.contains("Stopping after"),
+        "{}\n{text}",
+        status.body
+    );
+    lab.gh.assert_clean();
+}

@@ -24,8 +24,8 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_pending, abort_record, apply,
-    authorised, catch_up, changes_plan, command_text, confirm, record, said, steer_marker,
+    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_pending, abort_record, abort_taken,
+    apply, authorised, catch_up, changes_plan, command_text, confirm, record, said, steer_marker,
     take_aborts, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
@@ -252,10 +252,15 @@ impl Steer<'_> {
         let (client, pr) = (self.client, self.trigger.pr_number);
         let by = format!("`/execute` by @{}", self.trigger.user);
         let record = abort_record(self.trigger.comment_id);
-        let own = comment::trusted_marked(client, pr, self.inputs.me())
-            .await?
-            .own;
-        if !own.iter().any(|c| c.starts_with(&record)) {
+        let marked = comment::trusted_marked(client, pr, self.inputs.me()).await?;
+        // This job run again after the stop was taken: it stops nothing more, so the status
+        // comment must not say it will.
+        if abort_taken(&marked, self.trigger.comment_id) {
+            return Ok(said(
+                "This `/execute abort` was taken already (the run stopped for it, or a later command started it again); it stops nothing more.",
+            ));
+        }
+        if !marked.own.iter().any(|c| c.starts_with(&record)) {
             let text = format!(
                 "{record}\n`/execute abort` ({by}): no round starts after the current one.\n"
             );

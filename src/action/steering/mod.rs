@@ -151,6 +151,12 @@ pub(crate) async fn abort_pending(
     Ok(None)
 }
 
+/// Whether the stop `/execute abort` comment `id` asked for was taken already (its record in
+/// `marked` says so).
+pub(crate) fn abort_taken(marked: &comment::Trusted, id: u64) -> bool {
+    abort_records(marked).any(|r| r.1 == id && r.2)
+}
+
 /// Marks the abort records in `marked` that name an `/execute abort` comment older than
 /// `before` as taken (`how`: what took it); whether there was any. One that cannot be
 /// rewritten stays as it is: a later writer stops for it once more, which loses nothing.
