@@ -7,8 +7,9 @@
 //! `/execute abort`: its own record and its marker in the status comment.
 //!
 //! Every writer of the branch applies the changes queued on the pull request ([`catch_up`]),
-//! each once: the record is the commit that settled it (its last line, [`STEERED_TRAILER`])
-//! and then its marker, rewritten after the push ([`confirm`]); the plan's list is a cache.
+//! each once: the record is the commit that settled it (its last line, [`STEERED_TRAILER`]);
+//! its marker says so once rewritten after the push ([`confirm`]), but is not believed alone;
+//! the plan's list is a cache.
 
 pub mod comment;
 pub mod issue;
