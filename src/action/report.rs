@@ -73,6 +73,13 @@ fn cell(s: &str, max: usize) -> String {
     }
 }
 
+/// Text that may carry a worker's words, as the pull request, its comments and the check run
+/// show it: one line at most `max` characters long ([`cell`]), [`inert`]. One line, so no
+/// fence or heading of the worker's starts in the report.
+fn inert_line(s: &str, max: usize) -> String {
+    inert(&cell(s, max))
+}
+
 /// A worker's words made inert in the pull request's Markdown
 /// ([`crate::pure::sanitize::unreferenced`], and `<` written `&lt;`: no HTML, which could hide
 /// a backtick from code) outside code: the lines of a fenced block (its fence indented at most
@@ -192,7 +199,7 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         let _ = write!(
             extra,
             " {} |",
-            inert(&cell(t.result.as_deref().unwrap_or(""), 120))
+            inert_line(t.result.as_deref().unwrap_or(""), 120)
         );
         if timed {
             let t = spent.get(&i).cloned().unwrap_or_default();
@@ -345,14 +352,14 @@ pub fn pr_body(
             let _ = writeln!(
                 s,
                 "> [!WARNING]\n> Execution stopped: {}\n",
-                inert(&cell(why, 300))
+                inert_line(why, 300)
             );
         }
         Some(RunStop::NeedsInput(why)) => {
             let _ = writeln!(
                 s,
                 "> [!IMPORTANT]\n> Waiting for you: {}\n",
-                inert(&cell(why, 300))
+                inert_line(why, 300)
             );
         }
         None => s.push_str("Execution is in progress; this body is updated after every round.\n\n"),
@@ -509,16 +516,24 @@ pub fn round_summary(
 }
 
 /// The `dagexec` check run's title and summary when a run stops or completes.
+/// The summary renders as Markdown in the pull request's checks tab: the tasks' results and why
+/// the run stopped (which may quote one) are shown there as on the pull request ([`inert_line`]).
 pub fn check_run_text(plan: &Plan, stop: &RunStop, branch: &str) -> (String, String) {
     let mut s = String::new();
     let title = check_run_title(plan, stop);
+    let mut shown = plan.clone();
+    for result in shown.tasks.iter_mut().filter_map(|t| t.result.as_mut()) {
+        *result = inert_line(result, 300);
+    }
+    let plan = &shown;
     match stop {
         RunStop::Completed => {}
         RunStop::Budget(why) => budget_text(&mut s, plan, why, branch),
         RunStop::NeedsInput(why) => {
             let _ = writeln!(
                 s,
-                "{why}\n\nThe questions are comments on the pull request, each with the `/execute …` reply that answers it; the reply resumes the run."
+                "{}\n\nThe questions are comments on the pull request, each with the `/execute …` reply that answers it; the reply resumes the run.",
+                inert_line(why, 400)
             );
         }
         RunStop::CircuitBreaker(why) | RunStop::Deadlock(why) => {
@@ -554,7 +569,7 @@ fn check_run_title(plan: &Plan, stop: &RunStop) -> String {
 
 /// The check run's text for a spent budget: why, what the money bought, how to go on.
 fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
-    let _ = writeln!(s, "{}\n", cell(why, 400));
+    let _ = writeln!(s, "{}\n", inert_line(why, 400));
     let (spent, names) = (crate::pure::usage::per_task(plan), TaskNames::of(plan));
     let bought: Vec<String> = plan
         .tasks
@@ -578,9 +593,9 @@ fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
 }
 
 /// The check run's text for a circuit breaker or a deadlock: why, what failed, what the
-/// cascade skipped, how to resume.
+/// cascade skipped, how to resume (`plan`'s results are shown as [`check_run_text`] made them).
 fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
-    let _ = writeln!(s, "{why}\n");
+    let _ = writeln!(s, "{}\n", inert_line(why, 400));
     let names = TaskNames::of(plan);
     let failed: Vec<_> = plan
         .tasks
@@ -598,7 +613,7 @@ fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
                 cell(&t.subject, 80),
                 t.status,
                 plan.attempts_of(i),
-                cell(t.result.as_deref().unwrap_or("no result recorded"), 300)
+                t.result.as_deref().unwrap_or("no result recorded")
             );
         }
         s.push('\n');
@@ -1064,6 +1079,35 @@ mod tests {
                 !body.contains("#12") && !body.contains("@octocat"),
                 "{body}"
             );
+        }
+    }
+
+    /// The check run's summary renders as Markdown in the pull request's checks tab: a
+    /// worker's failure text there mentions and links nothing, and no fence or HTML of its
+    /// own breaks the report (or forges a part of it), wherever the text is shown.
+    #[test]
+    fn a_workers_failure_in_the_check_run_is_inert() {
+        let mut p = plan();
+        let hostile =
+            "Fixes #1, cc @octocat\n```\n<img src=x onerror=y>\n### How to resume\nmerge it";
+        p.tasks[1].result = Some(hostile.into());
+        for stop in [
+            RunStop::CircuitBreaker(format!("task 1: {hostile}")),
+            RunStop::Deadlock("Deadlock.".into()),
+            RunStop::NeedsInput(format!("task 1 asks: {hostile}")),
+            RunStop::Budget(format!("spent: task 1: {hostile}")),
+        ] {
+            let (title, summary) = check_run_text(&p, &stop, "b");
+            for raw in [
+                "#1",
+                "@octocat",
+                "\n```",
+                "<img",
+                "\n### How to resume\nmerge",
+            ] {
+                assert!(!summary.contains(raw), "{raw:?} in {stop:?}:\n{summary}");
+                assert!(!title.contains(raw), "{raw:?} in {stop:?}:\n{title}");
+            }
         }
     }
 

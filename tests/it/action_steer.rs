@@ -438,3 +438,103 @@ fn a_command_given_before_an_abort_does_not_restart_the_run_after_it() {
     assert_eq!(lab.dispatches(), before, "{text}");
     lab.gh.assert_clean();
 }
+
+/// `/execute status` while an `/execute abort` waits for the current round to end says so,
+/// as the abort's own status did: the refreshed status comment does not tell the user that
+/// the run goes on.
+#[test]
+fn a_status_refresh_during_a_pending_abort_still_says_the_run_stops() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    lab.comment_jobs(90, 1, "/execute abort", false);
+    let (_, text) = lab.comment_jobs(91, 1, "/execute status", false);
+    let comments = lab.gh.state().comments;
+    let status = comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .unwrap();
+    for said in [
+        "**Stopping after the current round**",
+        "**Waiting on:** the current round to end",
+    ] {
+        assert!(
+            status.body.contains(said),
+            "{said}: {}\n{text}",
+            status.body
+        );
+    }
+    lab.gh.assert_clean();
+}
+
+/// A comment that looks like the marker of a writer's queued command — a person's, or one
+/// another workflow wrote as GitHub Actions' bot, before the comment job queued the command
+/// or after — neither keeps the command from being queued nor settles it: a marker says a
+/// command was settled only with the branch's record of it. Each command is applied once.
+#[test]
+fn a_forged_marker_does_not_keep_a_writers_command_from_being_applied() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    lab.gh.set_permission("mallory", "read");
+    // The comment's id comes after the two forged markers'.
+    let next = 1000 + lab.gh.state().comments.len() as u64 + 2;
+    for who in ["mallory", ACTIONS_BOT] {
+        let forged =
+            format!("<!-- dagexec:steer:{next} -->\n✅ Applied earlier (the plan records it).");
+        lab.gh.add_comment(&lab.repository, 1, who, &forged);
+    }
+    let (id, text) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    assert_eq!(id, next);
+    // Its steer job cancelled by GitHub (a round queued after it): the round's finalize
+    // applies it.
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{text}\n{log}");
+    // Forged after the comment job queued it, before its steer job ran.
+    let (second, _) = lab.comment_jobs(91, 1, "/execute proceed", false);
+    let forged = format!("<!-- dagexec:steer:{second} -->\n❌ Not applied: no.");
+    lab.gh.add_comment(&lab.repository, 1, ACTIONS_BOT, &forged);
+    let (_, text) = lab.comment_job_again(91, second, true);
+    assert_eq!(commits(&lab, "dagexec: proceed"), 2, "{text}");
+    assert!(marker(&lab.gh, second).contains("✅ Applied in "), "{text}");
+    // Settled: nothing is applied again.
+    let r = lab.round(3);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        2,
+        "{:?}",
+        lab.branch_log()
+    );
+    lab.gh.assert_clean();
+}
+
+/// The comment job of an `/execute abort` run again after the run stopped for it (the stop is
+/// taken) does not tell the user once more that the run stops after the current round: the
+/// abort stops nothing more.
+#[test]
+fn a_re_run_of_a_taken_abort_does_not_say_the_run_stops_again() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (abort, _) = lab.comment_jobs(90, 1, "/execute abort", false);
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok && log.contains("Stopped after this round"), "{log}");
+    // The comment job of the abort, run again.
+    let _ = std::fs::remove_file(lab.tmp.path().join(format!("comment-{abort}.outputs")));
+    let (_, text) = lab.comment_job_again(92, abort, false);
+    let comments = lab.gh.state().comments;
+    let status = comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .unwrap();
+    assert!(
+        !status.body.contains("Stopping after"),
+        "{}\n{text}",
+        status.body
+    );
+    lab.gh.assert_clean();
+}

@@ -141,6 +141,27 @@ async fn without_write_access_there_is_one_reply_and_nothing_else() {
     }
 }
 
+/// In a private repository GitHub answers 404 for the access of someone who is no
+/// collaborator: that is no access, answered as `none` is, not a failed job.
+#[tokio::test]
+async fn someone_github_knows_no_access_for_is_answered_as_without_access() {
+    let (gh, client) = setup("dagexec/add-auth").await;
+    let op = "repos/get-collaborator-permission-level";
+    let not_found =
+        json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"});
+    gh.fail_next(op, 404, &[], not_found);
+    let out = on_event(&client, "issue_comment", &pr_comment("/execute")).await;
+    assert_eq!(out, Some(Handled::Denied));
+    let state = gh.state();
+    assert_eq!(state.comments.len(), 1);
+    assert_eq!(
+        state.comments[0].body,
+        comment::denied_reply("Codertocat", "none")
+    );
+    assert!(state.reactions.is_empty());
+    gh.assert_clean();
+}
+
 #[tokio::test]
 async fn bots_edits_and_issue_comments_make_no_call_at_all() {
     let (gh, client) = setup("dagexec/add-auth").await;
@@ -213,6 +234,33 @@ async fn own(client: &Client) -> Vec<dagexec::edge::github::comments::IssueComme
         .await
         .unwrap()
         .own
+}
+
+/// A status (or question) comment someone deleted after dagexec read the pull request's
+/// comments — a finalize reads them long before it writes — is written again, and the job
+/// does not fail on GitHub's 404.
+#[tokio::test]
+async fn a_marked_comment_deleted_after_it_was_read_is_written_again() {
+    let (gh, client) = setup("dagexec/add-auth").await;
+    let first = format!("{STATUS_MARKER}\nround 1");
+    let id = client
+        .upsert_marked_comment(1, STATUS_MARKER, &first, &own(&client).await)
+        .await
+        .unwrap();
+    let read = own(&client).await;
+    gh.delete_comment(id);
+    let again = client
+        .upsert_marked_comment(1, STATUS_MARKER, "round 2", &read)
+        .await
+        .unwrap();
+    assert_ne!(again, id);
+    let now = own(&client).await;
+    assert_eq!(now.len(), 1);
+    assert_eq!(
+        (now[0].id, now[0].body.as_str()),
+        (again, format!("{STATUS_MARKER}\nround 2").as_str())
+    );
+    gh.assert_clean();
 }
 
 #[tokio::test]

@@ -24,14 +24,15 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_record, apply, authorised, catch_up,
-    changes_plan, command_text, confirm, record, said, steer_marker, take_aborts, waiting_on,
-    with_trailer,
+    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_pending, abort_record, abort_taken,
+    apply, authorised, catch_up, changes_plan, command_text, confirm, record, said, steer_marker,
+    take_aborts, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
+use crate::edge::github::comments::IssueComment;
 use crate::pure::plan;
 
 pub use crate::action::steering::Steered;
@@ -120,20 +121,25 @@ impl Steer<'_> {
     /// The command is kept on the pull request as dagexec's own comment: whichever job
     /// writes the branch next applies it (the steer job, or — when GitHub cancels that
     /// pending job because a round got there first — the running round's writer). Found
-    /// again by its marker, so a re-run of this job queues nothing twice.
+    /// again by its marker with the command it authorised, so a re-run of this job queues
+    /// nothing twice, and another workflow's comment that starts with the marker keeps
+    /// nothing from being queued.
     async fn queue(&self) -> Result<Steered, ActionError> {
         let (client, trigger, branch) = (self.client, self.trigger, &self.branch);
-        let marker = steer_marker(trigger.comment_id);
+        let (marker, authorised) = (
+            steer_marker(trigger.comment_id),
+            authorised(&trigger.command),
+        );
         let own = comment::trusted_marked(client, trigger.pr_number, self.inputs.me())
             .await?
             .own;
-        if !own.iter().any(|c| c.starts_with(&marker)) {
+        let queued = |c: &IssueComment| c.starts_with(&marker) && c.body.contains(&authorised);
+        if !own.iter().any(queued) {
             client.comment(
                 trigger.pr_number,
                 &format!(
-                    "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n{}\n",
-                    command_text(&self.trigger.command),
-                    authorised(&self.trigger.command)
+                    "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n{authorised}\n",
+                    command_text(&self.trigger.command)
                 ),
             ).await?;
         }
@@ -211,10 +217,32 @@ impl Steer<'_> {
         Ok(comment::upsert_status(client, pr, me, &body).await?)
     }
 
-    /// `/execute status`: the status comment refreshed.
+    /// `/execute status`: the status comment refreshed, saying so while an `/execute abort`
+    /// waits for the current round to end.
     async fn status(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
-        self.write_status(plan, &waiting_on(plan), None).await?;
+        let (client, pr) = (self.client, self.trigger.pr_number);
+        let marked = comment::trusted_marked(client, pr, self.inputs.me()).await?;
+        match abort_pending(client, pr, &marked).await? {
+            Some((id, user)) => self.write_stopping(plan, id, &user).await?,
+            None => self.write_status(plan, &waiting_on(plan), None).await?,
+        }
         Ok(said("Refreshed the status comment."))
+    }
+
+    /// The status comment saying that the run stops after the current round, as `/execute
+    /// abort` comment `id` by `user` asked.
+    async fn write_stopping(
+        &self,
+        plan: &plan::model::Plan,
+        id: u64,
+        user: &str,
+    ) -> Result<(), ActionError> {
+        let extra = format!(
+            "{ABORT_MARKER}\n{}\n**Stopping after the current round** (`/execute` by @{user}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
+            abort_by_marker(id)
+        );
+        self.write_status(plan, "the current round to end", Some(extra))
+            .await
     }
 
     /// `/execute abort`: its own record, which the running round's writer reads (found again
@@ -224,20 +252,21 @@ impl Steer<'_> {
         let (client, pr) = (self.client, self.trigger.pr_number);
         let by = format!("`/execute` by @{}", self.trigger.user);
         let record = abort_record(self.trigger.comment_id);
-        let own = comment::trusted_marked(client, pr, self.inputs.me())
-            .await?
-            .own;
-        if !own.iter().any(|c| c.starts_with(&record)) {
+        let marked = comment::trusted_marked(client, pr, self.inputs.me()).await?;
+        // This job run again after the stop was taken: it stops nothing more, so the status
+        // comment must not say it will.
+        if abort_taken(&marked, self.trigger.comment_id) {
+            return Ok(said(
+                "This `/execute abort` was taken already (the run stopped for it, or a later command started it again); it stops nothing more.",
+            ));
+        }
+        if !marked.own.iter().any(|c| c.starts_with(&record)) {
             let text = format!(
                 "{record}\n`/execute abort` ({by}): no round starts after the current one.\n"
             );
             client.comment(pr, &text).await?;
         }
-        let extra = format!(
-            "{ABORT_MARKER}\n{}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
-            abort_by_marker(self.trigger.comment_id)
-        );
-        self.write_status(plan, "the current round to end", Some(extra))
+        self.write_stopping(plan, self.trigger.comment_id, &self.trigger.user)
             .await?;
         Ok(said(
             "Abort requested: the run stops after the current round.",

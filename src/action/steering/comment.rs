@@ -93,9 +93,16 @@ pub enum Handled {
 }
 
 /// The command in `body`, if its first line starts with the word `/execute` (leading
-/// whitespace aside; `/executed` is not it). Case-sensitive.
+/// whitespace aside; `/executed` is not it). Case-sensitive. A later line that starts with
+/// `/execute` makes it none ([`SlashCommand::Unknown`]) but in an answer.
 pub fn parse(body: &str) -> Option<SlashCommand> {
     let (name, rest) = word(after_prefix(body)?);
+    // One command a comment: an answer's text is the rest of it, whatever it holds.
+    if name != "answer" && rest.lines().skip(1).any(|l| after_prefix(l).is_some()) {
+        return Some(SlashCommand::Unknown(format!(
+            "a comment runs one command, and this one has `{PREFIX}` on more than one line; comment each command on its own"
+        )));
+    }
     let no_args = |cmd: SlashCommand| {
         if first_line(rest).is_empty() {
             cmd
@@ -258,12 +265,16 @@ pub fn may_run(permission: &str, role_name: Option<&str>) -> bool {
 }
 
 /// The access `user` has on the repository now when it is too little to run commands
-/// (`read`, `none`, …); `None` when they may run them.
+/// (`read`, `none`, …); `None` when they may run them. GitHub answers 404 for someone who is no
+/// collaborator of a private repository: `none`.
 pub(super) async fn too_little_access(
     client: &Client,
     user: &str,
 ) -> Result<Option<String>, ApiError> {
-    let (permission, role) = client.permission(user).await?;
+    let (permission, role) = match client.permission(user).await {
+        Err(e) if e.status() == Some(404) => ("none".to_string(), None),
+        other => other?,
+    };
     Ok((!may_run(&permission, role.as_deref())).then(|| role.unwrap_or(permission)))
 }
 
@@ -552,6 +563,34 @@ mod tests {
                 other => panic!("{body:?}: {other:?}"),
             }
         }
+    }
+
+    /// A comment runs one command: two commands on two lines run neither, and the reply says
+    /// why, where only the first ran silently while the 👀 acknowledged the comment. An
+    /// answer's text is the rest of the comment, whatever it holds.
+    #[test]
+    fn two_commands_in_one_comment_run_neither() {
+        for body in [
+            "/execute retry 3\n/execute retry 4",
+            "/execute\r\n /execute abort",
+            "/execute abort\n\nThanks\n/execute",
+        ] {
+            match parse(body) {
+                Some(SlashCommand::Unknown(why)) => assert!(why.contains("one command"), "{why}"),
+                other => panic!("{body:?}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            parse("/execute answer 3 run\n/execute retry 4 first"),
+            Some(SlashCommand::Answer {
+                task: "3".into(),
+                text: "run\n/execute retry 4 first".into()
+            })
+        );
+        assert_eq!(
+            parse("/execute\nsee /execute help"),
+            Some(SlashCommand::Start)
+        );
     }
 
     /// A space that is not ASCII (a no-break space, as some keyboards type after a word)

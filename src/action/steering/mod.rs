@@ -7,8 +7,9 @@
 //! `/execute abort`: its own record and its marker in the status comment.
 //!
 //! Every writer of the branch applies the changes queued on the pull request ([`catch_up`]),
-//! each once: the record is the commit that settled it (its last line, [`STEERED_TRAILER`])
-//! and then its marker, rewritten after the push ([`confirm`]); the plan's list is a cache.
+//! each once: the record is the commit that settled it (its last line, [`STEERED_TRAILER`]);
+//! its marker says so once rewritten after the push ([`confirm`]), but is not believed alone;
+//! the plan's list is a cache.
 
 pub mod comment;
 pub mod issue;
@@ -155,6 +156,27 @@ pub(crate) async fn abort_after(
         }
     }
     Ok(None)
+}
+
+/// The `/execute abort` the run has not stopped for yet on pull request `pr` (its record in
+/// `marked` not taken, naming a writer's `/execute abort` on it) and who gave it.
+pub(crate) async fn abort_pending(
+    client: &Client,
+    pr: u64,
+    marked: &comment::Trusted,
+) -> Result<Option<(u64, String)>, ActionError> {
+    for (_, id, _) in abort_records(marked).filter(|r| !r.2) {
+        if let Ok((user, Some(SlashCommand::Abort))) = still_a_command(client, pr, id).await? {
+            return Ok(Some((id, user)));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether the stop `/execute abort` comment `id` asked for was taken already (its record in
+/// `marked` says so).
+pub(crate) fn abort_taken(marked: &comment::Trusted, id: u64) -> bool {
+    abort_records(marked).any(|r| r.1 == id && r.2)
 }
 
 /// Marks the abort records in `marked` that name an `/execute abort` comment older than

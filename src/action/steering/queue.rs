@@ -68,27 +68,31 @@ async fn markers(
         .collect())
 }
 
-/// The queued commands no marker says are settled, oldest first, each with its markers.
-fn queued(markers: &[Marker]) -> std::collections::BTreeMap<u64, Vec<u64>> {
-    let done: std::collections::BTreeSet<u64> =
-        markers.iter().filter(|m| m.settled).map(|m| m.id).collect();
-    let mut out = std::collections::BTreeMap::<u64, Vec<u64>>::new();
-    for m in markers.iter().filter(|m| !done.contains(&m.id)) {
-        out.entry(m.id).or_default().push(m.comment);
+/// Every command a marker names, oldest first, each with its markers that still say queued.
+/// What a marker says is no record: any workflow commenting as GitHub Actions' bot can write
+/// one, so a command is settled only when the branch records it (its history, the plan's
+/// cache), whatever its markers say.
+fn queued(markers: &[Marker]) -> std::collections::BTreeMap<u64, Vec<&Marker>> {
+    let mut out = std::collections::BTreeMap::<u64, Vec<&Marker>>::new();
+    for m in markers {
+        let open = out.entry(m.id).or_default();
+        if !m.settled {
+            open.push(m);
+        }
     }
     out
 }
 
-/// Rewrites the markers of comment `id` to `status` (`✅ …` or `❌ …`). Whether they all
+/// Rewrites the markers of comment `id` to `status` (`✅ …` or `❌ …`), each keeping the
+/// command it authorised (a re-run of the comment job finds it queued). Whether they all
 /// were: a marker left as it was is rewritten by a later job (the record is the history).
-async fn rewrite(client: &Client, id: u64, markers: &[u64], status: &str) -> bool {
+async fn rewrite(client: &Client, id: u64, markers: &[&Marker], status: &str) -> bool {
     let mut all = true;
     for m in markers {
-        if let Err(e) = client
-            .update_comment(*m, &format!("{}\n{status}\n", steer_marker(id)))
-            .await
-        {
-            tracing::warn!(marker = m, "could not rewrite a steer marker: {e}");
+        let authorised = m.authorised.as_deref().unwrap_or_default();
+        let body = format!("{}\n{status}\n{authorised}\n", steer_marker(id));
+        if let Err(e) = client.update_comment(m.comment, body.trim_end()).await {
+            tracing::warn!(marker = m.comment, "could not rewrite a steer marker: {e}");
             all = false;
         }
     }
@@ -121,13 +125,14 @@ async fn try_confirm(
     me: comment::Identity,
     repo: &Repo,
 ) -> Result<Vec<String>, ActionError> {
-    let queued = queued(&markers(client, pr, me).await?);
-    if queued.is_empty() {
+    let markers = markers(client, pr, me).await?;
+    let queued = queued(&markers);
+    if queued.values().all(Vec::is_empty) {
         return Ok(Vec::new());
     }
     let history = settled_in_history(repo)?;
     let mut lines = Vec::new();
-    for (id, marks) in &queued {
+    for (id, marks) in queued.iter().filter(|(_, m)| !m.is_empty()) {
         if let Some(s) = history.get(id) {
             lines.push(settle_markers(client, pr, *id, marks, s).await?);
         }
@@ -146,7 +151,7 @@ async fn settle_markers(
     client: &Client,
     pr: u64,
     id: u64,
-    marks: &[u64],
+    marks: &[&Marker],
     s: &SettledCommand,
 ) -> Result<String, ActionError> {
     let short = &s.sha[..s.sha.len().min(12)];
@@ -189,12 +194,13 @@ impl<'a> Queue<'a> {
 /// each committed in the checkout (the plan at the inputs' `plan_rel`) with its record
 /// ([`STEERED_TRAILER`](super::record::STEERED_TRAILER)): the queued markers are dagexec's own
 /// comments (the inputs' `me`: a stranger's marker is no command), each naming an `/execute` comment. A command
-/// is settled when one of its markers says so, when the branch's history records it, or when the
-/// plan's cache does; nothing settled is applied again. Before a command is applied, the comment it
-/// names is read again and must be on this pull request, by a person who has write access *now*
-/// (any workflow that comments as GitHub Actions' bot can write a marker; a permission can be
-/// revoked after the comment job checked it); otherwise its marker says why and nothing is
-/// committed. A change that cannot be applied any more (the task moved on) is committed as refused.
+/// is settled when the branch's history records it, or the plan's cache does (a marker that
+/// says so is not believed alone: see [`queued`]); nothing settled is applied again. Before a
+/// command is applied, the comment it names is read again and must be on this pull request, by
+/// a person who has write access *now* (any workflow that comments as GitHub Actions' bot can
+/// write a marker; a permission can be revoked after the comment job checked it); otherwise it
+/// is committed as refused, its marker saying why. A change that cannot be applied any more
+/// (the task moved on) is committed as refused too.
 /// The markers of what is committed here are rewritten by [`confirm`] once the caller pushed.
 /// Returns a line per command, for the log, and what the steer job needs to know about its own
 /// command (`known`).
@@ -208,10 +214,7 @@ pub(crate) async fn catch_up(
         client, pr, repo, ..
     } = q;
     let markers = markers(client, pr, q.inputs.me()).await?;
-    let mut out = CaughtUp {
-        settled: markers.iter().filter(|m| m.settled).map(|m| m.id).collect(),
-        ..Default::default()
-    };
+    let mut out = CaughtUp::default();
     let queued = queued(&markers);
     if queued.is_empty() {
         return Ok(out);
@@ -220,6 +223,9 @@ pub(crate) async fn catch_up(
     let cache = steered(plan);
     for (id, marks) in queued {
         out.settled.insert(id);
+        if marks.is_empty() && (history.contains_key(&id) || cache.contains(&id)) {
+            continue;
+        }
         // Settled by a job that pushed and then died before rewriting the marker.
         if let Some(s) = history.get(&id) {
             out.note(id, s.applied);
@@ -247,11 +253,11 @@ pub(crate) async fn catch_up(
             Some(t) => (t.user.clone(), Ok(Some(t.command.clone()))),
             None => match still_a_command(client, pr, id).await? {
                 Ok((user, command)) => (user, as_queued(&markers, id, command)),
+                // Said on its markers at once (its author is no one to reply to), and
+                // committed as refused: the branch records it.
                 Err(why) => {
-                    out.note(id, false);
                     rewrite(client, id, &marks, &format!("❌ Not applied: {why}")).await;
-                    out.lines.push(format!("❌ Not applied: {why}"));
-                    continue;
+                    (String::new(), Err(why))
                 }
             },
         };
@@ -363,11 +369,7 @@ pub(super) async fn still_a_command(
             "comment {id} was not written by a person; nothing was applied."
         )));
     }
-    let lacking = match comment::too_little_access(client, &user).await {
-        Err(e) if e.status() == Some(404) => Some("none".to_string()),
-        other => other?,
-    };
-    if let Some(access) = lacking {
+    if let Some(access) = comment::too_little_access(client, &user).await? {
         return Ok(Err(format!(
             "@{user} has {access} access now, and only people with write, maintain or admin access can change the plan; comment {id} was not applied."
         )));

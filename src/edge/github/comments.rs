@@ -201,7 +201,8 @@ impl Client {
     /// comments dagexec wrote, as the caller found them) whose body starts with `marker`
     /// (leading whitespace aside), or creates one. `body` is prefixed with the marker when it
     /// does not start with it, so the comment is always found again and a second call never
-    /// creates a second comment. The comment's id.
+    /// creates a second comment; one deleted since the caller read `own` is created again.
+    /// The comment's id.
     pub async fn upsert_marked_comment(
         &self,
         issue_number: u64,
@@ -216,7 +217,10 @@ impl Client {
         };
         match own.iter().find(|c| c.starts_with(marker)) {
             Some(c) if c.body == body => Ok(c.id),
-            Some(c) => self.update_comment(c.id, &body).await.map(|()| c.id),
+            Some(c) => match self.update_comment(c.id, &body).await {
+                Err(e) if e.status() == Some(404) => self.comment(issue_number, &body).await,
+                done => done.map(|()| c.id),
+            },
             None => self.comment(issue_number, &body).await,
         }
     }

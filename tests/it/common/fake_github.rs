@@ -422,6 +422,16 @@ impl FakeGitHub {
         }
     }
 
+    /// Comment `id` deleted by its author: GitHub answers 404 for it from now on (a tombstone
+    /// in no repository is kept, so the next comment's id stays unique).
+    pub fn delete_comment(&self, id: u64) {
+        let mut inner = self.lock();
+        if let Some(c) = inner.state.comments.iter_mut().find(|c| c.id == id) {
+            c.repo.clear();
+            c.body.clear();
+        }
+    }
+
     /// A snapshot of the state.
     pub fn state(&self) -> State {
         self.lock().state.clone()
