@@ -10,6 +10,7 @@ pub mod engine;
 pub mod events;
 pub mod gateway;
 pub mod graph;
+pub mod hash;
 pub mod integration;
 pub mod join;
 pub mod outcome;

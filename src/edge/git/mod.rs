@@ -54,7 +54,6 @@ pub use history::Logged;
 pub use patch::{Patch, PatchFile, PatchRef};
 pub use remote::{Pushed, RemoteAuth};
 pub use round::{Journal, Merged, Recovered, RoundIndex, StagedRound};
-pub(crate) use slots::fnv1a;
 pub use worktree::{Changes, Worktree, changes_in, changes_within};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text, text_lines};

@@ -183,18 +183,10 @@ pub(super) fn folder_name(common_dir: &Path) -> String {
         .collect();
     let name = name.trim_start_matches(['.', '-']);
     let name = if name.is_empty() { "repo" } else { name };
-    format!("{name}-{:016x}", fnv1a(real.as_os_str().as_encoded_bytes()))
-}
-
-/// FNV-1a, 64 bits: a stable hash (a name made with it must not change between runs or
-/// builds).
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    format!(
+        "{name}-{:016x}",
+        crate::pure::hash::fnv1a(real.as_os_str().as_encoded_bytes())
+    )
 }
 
 #[cfg(test)]

@@ -181,8 +181,7 @@ pub fn issues_hash(issues: &[String]) -> String {
     let mut sorted: Vec<&str> = issues.iter().map(|i| i.trim()).collect();
     sorted.sort_unstable();
     // The issues one per line, as bytes.
-    let fnv = |h: u64, b: u8| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    let h = sorted.join("\n").bytes().fold(0xcbf2_9ce4_8422_2325, fnv);
+    let h = crate::pure::hash::fnv1a(sorted.join("\n").as_bytes());
     format!("{h:016x}")
 }
 

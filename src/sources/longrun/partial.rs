@@ -59,7 +59,7 @@ impl Store {
         if name.len() <= NAME_MAX {
             return name;
         }
-        let hash = crate::edge::git::fnv1a(checkpoint_rel.as_bytes());
+        let hash = crate::pure::hash::fnv1a(checkpoint_rel.as_bytes());
         format!("{}~{hash:016x}", &name[..NAME_MAX])
     }
 
