@@ -422,23 +422,27 @@ mod tests {
     /// A worker's log over what the conductor reads of an artifact (a verbose build's, written
     /// in the tree) leaves its tail, as a local run keeps of it, and never makes the artifact
     /// one the conductor refuses.
+    /// The artifact the work job uploads from `dir`, as the zip archive the conductor reads.
+    fn zip_of(dir: &Path) -> std::io::Cursor<Vec<u8>> {
+        use std::io::Write as _;
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for name in [RESULT_FILE, PATCH_FILE, LOG_FILE] {
+            zip.start_file(name, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            zip.write_all(&std::fs::read(dir.join(name)).unwrap())
+                .unwrap();
+        }
+        zip.finish().unwrap()
+    }
+
     #[test]
     fn a_log_over_the_conductors_bound_is_kept_by_its_tail() {
-        use std::io::Write as _;
         let dir = tempfile::tempdir().unwrap();
         let r = WorkResult::new(0, 1, 1, "abc", &AttemptReport::default(), Duration::ZERO);
         let limit = usize::try_from(crate::action::artifact_zip::LOG_LIMIT).unwrap();
         let log = format!("{}the end\n", "build output\n".repeat(limit / 13 + 1));
         write(dir.path(), &r, b"", Some(&log)).unwrap();
-        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-        for name in [RESULT_FILE, PATCH_FILE, LOG_FILE] {
-            zip.start_file(name, zip::write::SimpleFileOptions::default())
-                .unwrap();
-            zip.write_all(&std::fs::read(dir.path().join(name)).unwrap())
-                .unwrap();
-        }
-        let zip = zip.finish().unwrap();
-        let zipped = crate::action::artifact_zip::read(zip).unwrap();
+        let zipped = crate::action::artifact_zip::read(zip_of(dir.path())).unwrap();
         assert!(zipped.log.unwrap().ends_with("build output\nthe end\n"));
         let kept = read(dir.path()).unwrap().log.unwrap();
         assert!(
@@ -453,7 +457,6 @@ mod tests {
     /// spent kept; and a `changes.patch` past its bound is refused as the conductor refuses it.
     #[test]
     fn an_oversized_result_or_patch_is_refused_by_finalize_as_by_the_conductor() {
-        use std::io::Write as _;
         let dir = tempfile::tempdir().unwrap();
         let mut r = WorkResult::new(0, 1, 1, "abc", &AttemptReport::default(), Duration::ZERO);
         let limit = crate::action::artifact_zip::RESULT_LIMIT as usize;
@@ -463,14 +466,7 @@ mod tests {
             ..Default::default()
         });
         write(dir.path(), &r, b"", None).unwrap();
-        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-        for name in [RESULT_FILE, PATCH_FILE, LOG_FILE] {
-            zip.start_file(name, zip::write::SimpleFileOptions::default())
-                .unwrap();
-            zip.write_all(&std::fs::read(dir.path().join(name)).unwrap())
-                .unwrap();
-        }
-        let zipped = crate::action::artifact_zip::read(zip.finish().unwrap()).unwrap();
+        let zipped = crate::action::artifact_zip::read(zip_of(dir.path())).unwrap();
         let kept = read(dir.path()).unwrap();
         assert!(zipped.result.refused.is_some());
         assert_eq!(kept.result.refused, zipped.result.refused);
