@@ -21,6 +21,9 @@ case "$DAGEXEC_TASK_INDEX" in
 esac
 "#;
 
+/// Task N writes `t{N+1}.txt` and completes.
+const WRITES_ITS_FILE: &str = "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n";
+
 /// The shared lab ([`crate::common::lab`]) on branch `dagexec/rounds`, run workflow run by
 /// workflow run: its plan is `tasks`, its worker the script `worker` (committed as
 /// `worker.sh`), and its repository holds `files`.
@@ -760,7 +763,7 @@ fn a_finalize_killed_after_its_push_is_carried_on_by_its_re_run() {
             task("one", &["t1.txt"], &[]),
             task("two", &["t2.txt"], &[0]),
         ],
-        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+        WRITES_ITS_FILE,
     );
     lab.set_env("DAGEXEC_FAILPOINT", "push:1");
     let round = lab.round(1);
@@ -817,7 +820,7 @@ fn a_re_run_of_a_finalize_that_heeded_an_abort_still_starts_nothing() {
             task("two", &["t2.txt"], &[0]),
             task("three", &["t3.txt"], &[1]),
         ],
-        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+        WRITES_ITS_FILE,
     );
     let (_, ok, log) = lab.round_result(1);
     assert!(ok, "{log}");
@@ -828,13 +831,8 @@ fn a_re_run_of_a_finalize_that_heeded_an_abort_still_starts_nothing() {
     assert!(!ok, "killed by its failpoint:\n{text}\n{log}");
     assert!(log.contains("Pushed to"), "{log}");
     assert_eq!(lab.dispatches(), 1, "the abort held:\n{log}");
-    lab.set_env("DAGEXEC_FAILPOINT", "");
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
-    let artifacts = lab.tmp.path().join("artifacts-2");
-    let (ok, text) = lab.finalize_job(2, &round.planned, &artifacts);
-    assert!(ok, "{text}");
-    assert!(text.contains("earlier attempt of this job"), "{text}");
+    let text = lab.rerun_finalize(2, &round.planned);
     assert_eq!(lab.dispatches(), 1, "the re-run started a round:\n{text}");
     lab.gh.assert_clean();
 }
@@ -849,19 +847,14 @@ fn a_re_run_of_a_finalize_that_had_dispatched_dispatches_nothing_again() {
             task("one", &["t1.txt"], &[]),
             task("two", &["t2.txt"], &[0]),
         ],
-        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+        WRITES_ITS_FILE,
     );
     lab.set_env("DAGEXEC_FAILPOINT", "status:1");
     let round = lab.round(1);
     let (ok, log) = round.finalized.clone().unwrap();
     assert!(!ok, "killed by its failpoint:\n{log}");
     assert_eq!(lab.dispatches(), 1, "{log}");
-    lab.set_env("DAGEXEC_FAILPOINT", "");
-    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
-    let artifacts = lab.tmp.path().join("artifacts-1");
-    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
-    assert!(ok, "{text}");
-    assert!(text.contains("earlier attempt of this job"), "{text}");
+    let text = lab.rerun_finalize(1, &round.planned);
     assert_eq!(lab.dispatches(), 1, "dispatched again:\n{text}");
     lab.set_env("GITHUB_RUN_ATTEMPT", "1");
     let (outputs, ok, log) = lab.round_result(2);
@@ -913,7 +906,7 @@ fn a_status_comment_edited_to_say_the_run_stopped_does_not_stop_a_re_run() {
             task("two", &["t2.txt"], &[0]),
             task("three", &["t3.txt"], &[1]),
         ],
-        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+        WRITES_ITS_FILE,
     );
     let (_, ok, log) = lab.round_result(1);
     assert!(ok, "{log}");
@@ -932,11 +925,7 @@ fn a_status_comment_edited_to_say_the_run_stopped_does_not_stop_a_re_run() {
         status.body
     );
     lab.gh.edit_comment(status.id, &edited);
-    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
-    let artifacts = lab.tmp.path().join("artifacts-2");
-    let (ok, text) = lab.finalize_job(2, &round.planned, &artifacts);
-    assert!(ok, "{text}");
-    assert!(text.contains("earlier attempt of this job"), "{text}");
+    let text = lab.rerun_finalize(2, &round.planned);
     assert_eq!(lab.dispatches(), 2, "round 3 is dispatched:\n{text}");
     lab.gh.assert_clean();
 }
@@ -951,7 +940,7 @@ fn a_re_run_of_a_stale_finalize_dispatches_its_fresh_round_once() {
             task("one", &["t1.txt"], &[]),
             task("two", &["t2.txt"], &[0]),
         ],
-        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+        WRITES_ITS_FILE,
     );
     let (_, ok, log) = lab.round_result(1);
     assert!(ok, "{log}");
@@ -989,7 +978,7 @@ fn a_finalize_killed_before_its_push_is_done_once_by_its_re_run() {
             task("one", &["t1.txt"], &[]),
             task("two", &["t2.txt"], &[0]),
         ],
-        "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 1)).txt\"; echo \"COMPLETED: done\"\n",
+        WRITES_ITS_FILE,
     );
     lab.set_env("DAGEXEC_FAILPOINT", "after-commit:1");
     let round = lab.round(1);

@@ -466,6 +466,19 @@ impl Lab {
         panic!("more than {limit} rounds");
     }
 
+    /// "Re-run failed jobs" of run `run_id`'s finalize (attempt 2, no failpoint) after
+    /// `planned`, with the artifacts its workers uploaded: it succeeds and carries on from its
+    /// earlier attempt. Its output.
+    pub fn rerun_finalize(&mut self, run_id: u64, planned: &Planned) -> String {
+        self.set_env("DAGEXEC_FAILPOINT", "");
+        self.set_env("GITHUB_RUN_ATTEMPT", "2");
+        let artifacts = self.tmp.path().join(format!("artifacts-{run_id}"));
+        let (ok, text) = self.finalize_job(run_id, planned, &artifacts);
+        assert!(ok, "{text}");
+        assert!(text.contains("earlier attempt of this job"), "{text}");
+        text
+    }
+
     /// The finalize job of run `run_id` after `planned` (the template runs it after every
     /// plan job that did not hand over to a conductor), the artifacts in `artifacts`:
     /// whether it succeeded, and its output.
