@@ -40,7 +40,7 @@ pub(crate) struct Running {
 /// What a live file holds: the attempt's record, and its task's identity in its source (none
 /// in a file an earlier dagexec left: there the record's plan index is taken).
 #[derive(Debug, Serialize, Deserialize)]
-struct Live {
+struct LiveFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     id: Option<String>,
     #[serde(flatten)]
@@ -57,7 +57,7 @@ fn write(
     let (task, attempt) = (record.task, record.attempt);
     let rebase = if record.rebase { "-rebase" } else { "" };
     let path = dir(common_dir).join(format!("task-{task}-attempt-{attempt}{rebase}.json"));
-    let live = Live {
+    let live = LiveFile {
         id: Some(id.to_string()),
         record: record.clone(),
     };
@@ -161,7 +161,7 @@ pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Vec<AttemptRecord> {
                 .then(|| std::fs::read(e.path()).ok())
                 .flatten()
         })
-        .filter_map(|bytes| serde_json::from_slice::<Live>(&bytes).ok())
+        .filter_map(|bytes| serde_json::from_slice::<LiveFile>(&bytes).ok())
         .filter_map(|live| {
             let task = match &live.id {
                 Some(id) => ids.iter().position(|now| now == id)?,

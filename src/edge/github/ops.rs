@@ -203,13 +203,13 @@ impl Client {
     /// conclusion, title and details URL (`checks/list-for-ref`).
     pub async fn has_check_run(&self, run: &CompletedCheckRun<'_>) -> Result<bool, ApiError> {
         #[derive(Deserialize)]
-        struct Output {
+        struct CheckOutput {
             title: Option<String>,
         }
         #[derive(Deserialize)]
         struct Listed {
             conclusion: Option<Value>,
-            output: Output,
+            output: CheckOutput,
             details_url: Option<String>,
         }
         #[derive(Deserialize)]

@@ -89,18 +89,18 @@ struct FlatIssue<'a> {
 
 /// The walk through the tree: the issues flattened, what was left out, and where each issue
 /// was first listed (the name of the issue listing it), run or not.
-struct Walk<'a> {
+struct TreeWalk<'a> {
     r: &'a ReadIssues,
     out: Vec<FlatIssue<'a>>,
     left_out: Vec<Note>,
     seen: BTreeMap<Ref, String>,
 }
 
-impl<'a> Walk<'a> {
+impl<'a> TreeWalk<'a> {
     /// The parent's sub-issues walked (`parent_name`: the parent as notes name it), the
     /// parent's author checked first.
     fn tree(r: &'a ReadIssues, parent_name: &str) -> Self {
-        let mut walk = Walk {
+        let mut walk = TreeWalk {
             r,
             out: Vec::new(),
             left_out: Vec::new(),
@@ -295,11 +295,11 @@ pub fn convert(r: &ReadIssues) -> Result<Converted, Problem> {
             "add sub-issues to the parent issue (each one a task), then run again",
         ));
     }
-    let Walk {
+    let TreeWalk {
         out: nodes,
         left_out,
         ..
-    } = Walk::tree(r, &parent_name);
+    } = TreeWalk::tree(r, &parent_name);
     let task_nodes: Vec<usize> = (0..nodes.len()).filter(|&i| is_task(&nodes[i])).collect();
     if task_nodes.is_empty() {
         let left: Vec<&str> = left_out
