@@ -834,18 +834,11 @@ case "$DAGEXEC_TASK_INDEX" in
 esac
 "#;
 
-/// GitHub's example `issue_comment` event, made a comment by `Codertocat` (write access, the
-/// fake's default) on pull request `pr` of the Lab's repository, saying `body`.
-fn pr_comment_event(pr: u64, body: &str) -> Value {
-    let path = manifest().join("tests/fixtures/github/webhooks/issue_comment.created.0.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("webhook example {}: {e}", path.display()));
-    let mut p: Value = serde_json::from_str(&text).unwrap();
+/// `Codertocat` (write access, the fake's default) comments `body` on pull request `pr` of the
+/// Lab's repository on `gh`, and GitHub's `issue_comment` event for it.
+fn pr_comment_event(gh: &FakeGitHub, pr: u64, body: &str) -> Value {
+    let mut p = common::lab::pr_comment_event(gh, "acme/widgets", pr, body);
     p["repository"] = repository();
-    p["issue"]["number"] = json!(pr);
-    p["issue"]["pull_request"] =
-        json!({"url": format!("https://api.github.com/repos/acme/widgets/pulls/{pr}")});
-    p["comment"]["body"] = json!(body);
     p
 }
 
@@ -912,7 +905,7 @@ fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
     let (code, log) = lab.run_event(
         "issue_comment",
         "main",
-        &pr_comment_event(pr, "/execute answer 1 use sqlite"),
+        &pr_comment_event(&lab.gh, pr, "/execute answer 1 use sqlite"),
     );
     assert_eq!(code, 0, "the comment run:\n{log}");
     assert!(
@@ -1753,7 +1746,7 @@ fn execute_on_a_parent_issue_runs_its_sub_issues_to_a_ready_pull_request() {
     let branch = "dagexec/issue-1";
 
     // `/execute` on the parent issue: the comment job, then the steer job, on main.
-    let mut event = pr_comment_event(1, "/execute");
+    let mut event = pr_comment_event(&lab.gh, 1, "/execute");
     event["issue"]
         .as_object_mut()
         .unwrap()

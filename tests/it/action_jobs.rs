@@ -256,27 +256,19 @@ fn finalize(
     text
 }
 
-/// GitHub's example comment event, made a comment on pull request #1 saying `body`.
-fn comment_event(dir: &Path, body: &str) -> PathBuf {
-    let mut p = lab::pr_comment_event(REPO, body);
-    // Every comment has an id of its own (a queued plan change is known by it).
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7_000);
-    p["comment"]["id"] = json!(NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
-    let file = dir.join(format!("event-{}.json", body.len()));
-    std::fs::write(&file, p.to_string()).unwrap();
-    file
-}
-
-/// The `comment` job for `event`, then — when it hands the command on (`steer-branch`) —
-/// the `steer` job, as the workflow runs them; their output.
-fn comment(repo: &Path, gh: &FakeGitHub, event: &Path) -> String {
+/// Codertocat comments `body` on pull request #1 (on the fake GitHub); then the `comment` job
+/// for GitHub's event, and — when it hands the command on (`steer-branch`) — the `steer` job,
+/// as the workflow runs them; their output.
+fn comment(repo: &Path, gh: &FakeGitHub, body: &str) -> String {
+    let p = lab::pr_comment_event(gh, REPO, 1, body);
+    let event = repo.with_file_name(format!("event-{}.json", p["comment"]["id"]));
+    std::fs::write(&event, p.to_string()).unwrap();
     let outputs = event.with_extension("outputs");
-    let _ = std::fs::remove_file(&outputs);
     let job = |command: &str| {
         let out = in_actions(repo, gh, "90")
             .args(["action", command])
             .env("GITHUB_EVENT_NAME", "issue_comment")
-            .env("GITHUB_EVENT_PATH", event)
+            .env("GITHUB_EVENT_PATH", &event)
             .env("GITHUB_OUTPUT", &outputs)
             .output()
             .unwrap();
@@ -352,11 +344,7 @@ fn a_blocked_task_asks_on_the_pull_request_and_the_answer_resumes_it() {
     assert_eq!(gh.state().comments.len(), 2);
     assert_eq!(gh.calls("issues/create-comment").len(), 2);
     // The answer, as a comment: 👀, committed to the plan on the branch, a round started.
-    let text = comment(
-        &repo,
-        gh,
-        &comment_event(tmp.path(), "/execute answer 0 use sqlite\r\nplease"),
-    );
+    let text = comment(&repo, gh, "/execute answer 0 use sqlite\r\nplease");
     assert!(text.contains("Started a round on dagexec/ask"), "{text}");
     assert_eq!(gh.calls("reactions/create-for-issue-comment").len(), 1);
     let d = gh.calls("actions/create-workflow-dispatch");
@@ -410,7 +398,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     // A stranger: one reply saying who may, nothing else.
     gh.set_permission("Codertocat", "read");
     let before = gh.requests().len();
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute"));
+    comment(&repo, gh, "/execute");
     let after: Vec<String> = gh.requests()[before..]
         .iter()
         .map(|r| r.operation_id.clone())
@@ -424,7 +412,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     );
     gh.set_permission("Codertocat", "write");
     // A collaborator's `/execute`: 👀, and a round starts on the PR's branch.
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute"));
+    comment(&repo, gh, "/execute");
     assert_eq!(gh.calls("reactions/create-for-issue-comment").len(), 1);
     let d = gh.calls("actions/create-workflow-dispatch");
     assert_eq!(d.len(), 1);
@@ -433,10 +421,10 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
         "dagexec/ask"
     );
     // status: the one status comment, refreshed.
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute status"));
+    comment(&repo, gh, "/execute status");
     assert_eq!(status_comments(gh).len(), 1);
     // retry: the blocked task is pending again with fresh attempts, and a round starts.
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute retry 0"));
+    comment(&repo, gh, "/execute retry 0");
     let plan = branch_plan(&origin);
     assert_eq!(plan["tasks"][0]["status"], "pending", "{plan:#}");
     assert_eq!(plan["tasks"][0]["attempts"], 0);
@@ -444,7 +432,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 2);
     // retry of a task that is pending is refused with a reply.
     let replies = gh.calls("issues/create-comment").len();
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute retry 0 "));
+    comment(&repo, gh, "/execute retry 0 ");
     // The queued note, then the refusal.
     assert_eq!(gh.calls("issues/create-comment").len(), replies + 2);
     assert!(
@@ -456,7 +444,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
             .contains("only a failed, blocked or skipped task")
     );
     // proceed: recorded in the plan for the plan job's pre-flight gate.
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute proceed"));
+    comment(&repo, gh, "/execute proceed");
     assert_eq!(
         branch_plan(&origin)["progress"]["dagexecPreflight"],
         "proceed"
@@ -464,11 +452,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     let dispatches = gh.calls("actions/create-workflow-dispatch").len();
     // abort: the status comment records it, and the next finalize starts no round.
     // (The comment is on the pull request: the round reads it again before it stops.)
-    let abort = comment_event(tmp.path(), "/execute abort");
-    let mut event: Value = serde_json::from_str(&std::fs::read_to_string(&abort).unwrap()).unwrap();
-    event["comment"]["id"] = json!(gh.add_comment(REPO, 1, "Codertocat", "/execute abort"));
-    std::fs::write(&abort, event.to_string()).unwrap();
-    comment(&repo, gh, &abort);
+    comment(&repo, gh, "/execute abort");
     assert!(status_comments(gh)[0].contains("dagexec:abort-requested"));
     assert_eq!(
         gh.calls("actions/create-workflow-dispatch").len(),
@@ -546,7 +530,7 @@ fn a_workers_decision_becomes_a_question_with_options_and_a_numbered_reply_picks
     let plan = branch_plan(&origin);
     assert_eq!(plan["tasks"][0]["status"], "blocked", "{plan:#}");
     assert_eq!(plan["tasks"][0]["question"]["kind"], "decision");
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute answer 0 2"));
+    comment(&repo, gh, "/execute answer 0 2");
     let plan = branch_plan(&origin);
     assert_eq!(plan["tasks"][0]["question"]["reply"], "sqlite", "{plan:#}");
     assert_eq!(plan["tasks"][0]["status"], "pending");
@@ -648,7 +632,7 @@ fn failed_preflight_checks_ask_on_the_pull_request_and_proceed_runs_anyway() {
         "action_required"
     );
     // `/execute proceed`: recorded on the branch; the next plan job runs the batch anyway.
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute proceed"));
+    comment(&repo, gh, "/execute proceed");
     assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
     git(&repo, &["checkout", "-q", "main"]);
     let outputs = plan_job(&repo, tmp.path());

@@ -5,6 +5,7 @@
 //! rejection three times, escalated to a question on the pull request, answered, and
 //! escalated again at once when the reviewer still says the same.
 
+use crate::common::fake_github::FakeGitHub;
 use crate::common::git;
 use crate::common::lab::{self, Lab};
 
@@ -308,9 +309,9 @@ fn a_rejection_is_retried_next_round_with_its_feedback_and_then_approved() {
     s.gh.assert_clean();
 }
 
-/// GitHub's example comment event, made a comment on pull request #1 saying `body`.
-fn comment_event(dir: &Path, body: &str) -> PathBuf {
-    let p = lab::pr_comment_event(REPO, body);
+/// `body` commented on pull request #1 (on the fake GitHub), and GitHub's event for it.
+fn comment_event(dir: &Path, gh: &FakeGitHub, body: &str) -> PathBuf {
+    let p = lab::pr_comment_event(gh, REPO, 1, body);
     let file = dir.join("event.json");
     std::fs::write(&file, p.to_string()).unwrap();
     file
@@ -380,7 +381,11 @@ fn three_identical_rejections_ask_on_the_pull_request_and_the_same_one_after_the
     // attempt's prompt carries the answer and all the feedback. The same rejection once more
     // is the fourth identical one in a row: escalated at once, on attempt 1.
     // The comment job hands the answer to the steer job, which commits it.
-    let event = comment_event(s.repo.parent().unwrap(), "/execute answer 0 keep it simple");
+    let event = comment_event(
+        s.repo.parent().unwrap(),
+        &s.gh,
+        "/execute answer 0 keep it simple",
+    );
     for job in ["comment", "steer"] {
         let out = s
             .in_actions("90")

@@ -30,15 +30,26 @@ pub fn edit(subject: &str, creates: &[&str], modifies: &[&str], blocked_by: &[us
     })
 }
 
-/// GitHub's example comment event (`issue_comment.created`), made a comment on pull request
-/// #1 of `repository` saying `body`.
-pub fn pr_comment_event(repository: &str, body: &str) -> Value {
+/// The person GitHub's example comment event is by (`Codertocat`) comments `body` on pull
+/// request `pr` of `repository` on `gh`, and the `issue_comment.created` event GitHub sends
+/// for it: its example payload, made this comment (id, body, repository, pull request).
+pub fn pr_comment_event(gh: &FakeGitHub, repository: &str, pr: u64, body: &str) -> Value {
     let path = manifest().join("tests/fixtures/github/webhooks/issue_comment.created.0.json");
     let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    p["issue"]["number"] = json!(1);
-    p["issue"]["pull_request"] =
-        json!({"url": format!("https://api.github.com/repos/{repository}/pulls/1")});
+    let user = p["comment"]["user"]["login"].as_str().unwrap().to_string();
+    let id = gh.add_comment(repository, pr, &user, body);
+    let api = format!("https://api.github.com/repos/{repository}");
+    p["repository"]["full_name"] = json!(repository);
+    p["issue"]["number"] = json!(pr);
+    p["issue"]["url"] = json!(format!("{api}/issues/{pr}"));
+    p["issue"]["pull_request"] = json!({"url": format!("{api}/pulls/{pr}")});
+    p["comment"]["id"] = json!(id);
     p["comment"]["body"] = json!(body);
+    p["comment"]["issue_url"] = json!(format!("{api}/issues/{pr}"));
+    p["comment"]["url"] = json!(format!("{api}/issues/comments/{id}"));
+    p["comment"]["html_url"] = json!(format!(
+        "https://github.com/{repository}/pull/{pr}#issuecomment-{id}"
+    ));
     p
 }
 
@@ -374,18 +385,10 @@ impl Lab {
     /// of workflow run `run_id` handles the event; then, with `steer`, the `steer` job too
     /// (without: GitHub cancelled it). The comment's id and the jobs' output.
     pub fn comment_jobs(&self, run_id: u64, pr: u64, body: &str, steer: bool) -> (u64, String) {
-        let path = manifest().join("tests/fixtures/github/webhooks/issue_comment.created.0.json");
-        let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let user = p["comment"]["user"]["login"].as_str().unwrap().to_string();
-        self.gh.set_permission(&user, "write");
-        let id = self.gh.add_comment(&self.repository, pr, &user, body);
-        p["repository"]["full_name"] = json!(self.repository);
-        p["issue"]["number"] = json!(pr);
-        p["issue"]["pull_request"] = json!({
-            "url": format!("https://api.github.com/repos/{}/pulls/{pr}", self.repository)
-        });
-        p["comment"]["id"] = json!(id);
-        p["comment"]["body"] = json!(body);
+        let p = pr_comment_event(&self.gh, &self.repository, pr, body);
+        let user = p["comment"]["user"]["login"].as_str().unwrap();
+        self.gh.set_permission(user, "write");
+        let id = p["comment"]["id"].as_u64().unwrap();
         let event = self.tmp.path().join(format!("comment-{id}.json"));
         std::fs::write(&event, p.to_string()).unwrap();
         self.comment_job_again(run_id, id, steer)
