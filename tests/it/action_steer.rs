@@ -538,3 +538,26 @@ fn a_re_run_of_a_taken_abort_does_not_say_the_run_stops_again() {
     );
     lab.gh.assert_clean();
 }
+
+/// An `/execute` comment edited or deleted while its command waits in the queue is settled
+/// the same way whichever job applies it: its own steer job refuses it as a round's writer
+/// does (deleted: there is nothing to apply; edited: dagexec applies a command only as it was
+/// given), and starts no round.
+#[test]
+fn a_command_edited_or_deleted_while_queued_is_refused_by_its_own_steer_job_too() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let before = lab.dispatches();
+    let (deleted, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    lab.gh.delete_comment(deleted);
+    let (_, text) = lab.comment_job_again(90, deleted, true);
+    assert!(marker(&lab.gh, deleted).contains("is gone"), "{text}");
+    let (edited, _) = lab.comment_jobs(91, 1, "/execute proceed", false);
+    lab.gh.edit_comment(edited, "/execute answer 1 yes");
+    let (_, text) = lab.comment_job_again(91, edited, true);
+    assert!(marker(&lab.gh, edited).contains("was edited"), "{text}");
+    assert_eq!(commits(&lab, "dagexec: proceed"), 0, "{text}");
+    assert_eq!(lab.dispatches(), before, "{text}");
+    lab.gh.assert_clean();
+}

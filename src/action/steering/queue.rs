@@ -202,8 +202,9 @@ impl<'a> Queue<'a> {
 /// is committed as refused, its marker saying why. A change that cannot be applied any more
 /// (the task moved on) is committed as refused too.
 /// The markers of what is committed here are rewritten by [`confirm`] once the caller pushed.
-/// Returns a line per command, for the log, and what the steer job needs to know about its own
-/// command (`known`).
+/// `known`: the command the steer job was started for, which counts as authorised as given (its
+/// comment is read again all the same: deleted or edited since, it is refused as by any writer).
+/// Returns a line per command, for the log, and what the steer job needs to know about its own.
 pub(crate) async fn catch_up(
     q: Queue<'_>,
     plan: &mut Plan,
@@ -247,19 +248,16 @@ pub(crate) async fn catch_up(
             ));
             continue;
         }
-        let (user, command) = match known.filter(|t| t.comment_id == id && t.pr_number == pr) {
-            // The command this job was started for: its author's permission was checked by
-            // this job, and it is on this pull request.
-            Some(t) => (t.user.clone(), Ok(Some(t.command.clone()))),
-            None => match still_a_command(client, pr, id).await? {
-                Ok((user, command)) => (user, as_queued(&markers, id, command)),
-                // Said on its markers at once (its author is no one to reply to), and
-                // committed as refused: the branch records it.
-                Err(why) => {
-                    rewrite(client, id, &marks, &format!("❌ Not applied: {why}")).await;
-                    (String::new(), Err(why))
-                }
-            },
+        let given = known.filter(|t| t.comment_id == id && t.pr_number == pr);
+        let given = given.map(|t| authorised(&t.command));
+        let (user, command) = match still_a_command(client, pr, id).await? {
+            Ok((user, command)) => (user, as_queued(&markers, id, given.as_deref(), command)),
+            // Said on its markers at once (its author is no one to reply to), and committed
+            // as refused: the branch records it.
+            Err(why) => {
+                rewrite(client, id, &marks, &format!("❌ Not applied: {why}")).await;
+                (String::new(), Err(why))
+            }
         };
         let (line, applied) = commit_command(q, plan, dag, id, &user, command)?;
         out.committed = true;
@@ -279,15 +277,19 @@ impl CaughtUp {
     }
 }
 
-/// `command`, which comment `id` holds now, if it is what its queued `markers` say the comment
-/// job authorised (or they say nothing, as an earlier dagexec's did); else why it is not applied.
+/// `command`, which comment `id` holds now, if it is what its queued `markers` (and `given`,
+/// the steer job's own) say the comment job authorised (or they say nothing, as an earlier
+/// dagexec's did); else why it is not applied.
 fn as_queued(
     markers: &[Marker],
     id: u64,
+    given: Option<&str>,
     command: Option<SlashCommand>,
 ) -> Result<Option<SlashCommand>, String> {
     let queued = markers.iter().filter(|m| m.id == id);
-    let said: Vec<&str> = queued.filter_map(|m| m.authorised.as_deref()).collect();
+    let said: Vec<&str> = (queued.filter_map(|m| m.authorised.as_deref()))
+        .chain(given)
+        .collect();
     let now = command.as_ref().map(authorised);
     if said.is_empty() || said.iter().any(|a| now.as_deref() == Some(*a)) {
         return Ok(command);
