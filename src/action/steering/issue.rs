@@ -25,6 +25,7 @@ use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
 use crate::sources::Source;
 use crate::sources::issues::read::{Options, ReadReport};
+use crate::sources::issues::write_back;
 
 /// `/execute` (or `/execute include #N …`) on a parent issue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,18 +173,10 @@ fn status_text(
         "{STATUS_MARKER}\n### dagexec\n\nThe sub-issues of #{issue} run on `{branch}` (plan `.design/issues/{issue}/plan.json`); the draft pull request closes each completed one when it is merged.\n\n"
     );
     s.push_str(&progress_table(plan, &Links::default()));
-    s.push_str(&crate::sources::issues::write_back::left_out_lines(
-        plan,
-        crate::action::report::inert,
-    ));
+    let inert = crate::action::report::inert;
+    s.push_str(&write_back::left_out_lines(plan, inert));
     if let Some(r) = read {
-        for n in &r.outside {
-            s.push_str(&format!(
-                "\n- {}: {}",
-                n.issue,
-                crate::pure::sanitize::line(&n.text)
-            ));
-        }
+        s.push_str(&write_back::note_lines(plan, "", &r.outside, inert));
     }
     if !s.ends_with('\n') {
         s.push('\n');
@@ -206,5 +199,30 @@ mod tests {
         assert_eq!(parse("/execute status"), None);
         assert_eq!(parse("/executed"), None);
         assert_eq!(parse("run /execute"), None);
+    }
+
+    /// What the reading noted about an issue outside the plan is shown inert, as the left-out
+    /// list is: no mention, no fence, heading or HTML comment (a forged marker) of its own.
+    #[test]
+    fn the_outside_notes_in_the_status_comment_are_inert() {
+        use crate::sources::issues::Note;
+        let plan = crate::pure::plan::model::Plan::new("Goal".into(), Vec::new());
+        let hostile = "@admin ```\n# Fake heading\n<!-- dagexec:abort-requested -->";
+        let note = |issue: &str, text: &str| Note {
+            issue: issue.into(),
+            text: text.into(),
+        };
+        let read = ReadReport {
+            outside: vec![note("#90", hostile), note(hostile, "outside the plan")],
+            ..Default::default()
+        };
+        let text = status_text(1, "dagexec/issue-1", &plan, Some(&read));
+        assert!(!text.contains("@admin"), "{text}");
+        assert_eq!(text.matches("<!--").count(), 1, "{text}");
+        assert!(
+            (text.lines().skip(2)).all(|l| !l.starts_with('#') && !l.starts_with("```")),
+            "{text}"
+        );
+        assert!(text.contains("\n- #90: @&#8203;admin"), "{text}");
     }
 }

@@ -71,24 +71,34 @@ pub fn parent_in(plan: &Plan, repo: &str) -> Option<u64> {
 }
 
 /// The parent's status comment's list of what the reading left out (authors without write
-/// access), from the plan's record: one `- left out #N: why` line each, each line starting
-/// with a line break; empty when nothing was left out. Every rewrite of that comment keeps
-/// it, to the run's end. The why made `inert` (the Action's one rule, `action::report::inert`:
-/// it names an author, whom a mention would ping at every rewrite); the issue linked when it
-/// reads as one.
+/// access), from the plan's record: one `- left out #N: why` line each ([`note_lines`]).
+/// Every rewrite of that comment keeps it, to the run's end.
 pub fn left_out_lines(plan: &Plan, inert: impl Fn(&str) -> String) -> String {
     let notes: Vec<super::Note> = recorded(plan, "leftOut")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
+    note_lines(plan, "left out ", &notes, inert)
+}
+
+/// `notes` as the parent's status comment lists them: one `- {label}#N: why` line each, each
+/// line starting with a line break; empty when there is none. The why made `inert` (the
+/// Action's one rule, `action::report::inert`: it may name an author, whom a mention would
+/// ping at every rewrite); the issue linked when it reads as one of `plan`'s repository's.
+pub fn note_lines(
+    plan: &Plan,
+    label: &str,
+    notes: &[super::Note],
+    inert: impl Fn(&str) -> String,
+) -> String {
     let repo = recorded(plan, "repo")
         .and_then(|v| v.as_str())
         .unwrap_or("");
     let mut s = String::new();
-    for n in &notes {
+    for n in notes {
         let issue = super::body::one_ref(repo, &n.issue).map(|r| r.show(repo));
         let _ = write!(
             s,
-            "\n- left out {}: {}",
+            "\n- {label}{}: {}",
             issue.unwrap_or_else(|| inert(&crate::pure::sanitize::line(&n.issue))),
             inert(&crate::pure::sanitize::line(&n.text))
         );
