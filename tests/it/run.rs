@@ -692,7 +692,10 @@ fn eager_mode_completes_the_random_plan_with_each_change_once() {
 
 #[test]
 fn eager_starts_a_task_as_soon_as_its_blocker_lands() {
-    // 0 is slow; 1 → 2 are quick. Rounds would hold 2 until 0 finishes; eager does not.
+    // 0 works until 2 has finished (15 s at most: the tests time a worker out at 20); 1 → 2
+    // are quick. Rounds would hold 2 until 0 finishes (0 gives up waiting and finishes first);
+    // eager does not. Waiting for 2's record, not for a set time, keeps a loaded machine from
+    // reordering them.
     let plan = simple_plan(&[
         ("slow", &[], &["a.txt"], &[]),
         ("quick", &[], &["b.txt"], &[]),
@@ -703,7 +706,9 @@ fn eager_starts_a_task_as_soon_as_its_blocker_lands() {
     let o = run(dir.path())
         .script(&format!(
         r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done
-[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 4
+if [ "$DAGEXEC_TASK_INDEX" = 0 ]; then
+  i=0; while [ $i -lt 150 ] && ! grep -qx 2 '{rec}/finished' 2>/dev/null; do sleep 0.1; i=$((i+1)); done
+fi
 echo "$DAGEXEC_TASK_INDEX" >> '{rec}/finished'
 echo "COMPLETED: ok""#,
         rec = record.path().display()
