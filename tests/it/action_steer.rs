@@ -200,6 +200,33 @@ fn a_steer_job_killed_after_its_push_applied_its_command_once() {
     lab.gh.assert_clean();
 }
 
+/// A person force-pushes the branch back past the commit that applied `/execute proceed`:
+/// the branch no longer records the command, its marker (which anyone commenting as GitHub
+/// Actions' bot could have written) is no record, and the record beside the branch
+/// (`refs/dagexec/settled/<branch>`) still says it was settled: no writer decides it again.
+#[test]
+fn a_settled_command_is_not_applied_again_after_a_force_push_drops_its_commit() {
+    let (lab, id) = proceeded();
+    let dir = lab.checkout(&format!("origin/{}~1", lab.branch));
+    let to = format!("HEAD:refs/heads/{}", lab.branch);
+    git(&dir, &["push", "-q", "--force", "origin", &to]);
+    assert_eq!(commits(&lab, "dagexec: proceed"), 0);
+    for run in [2, 3] {
+        let r = lab.round(run);
+        let (ok, log) = r.finalized.unwrap();
+        assert!(ok, "{log}");
+        assert!(!log.contains(&format!("comment {id}")), "{log}");
+        assert_eq!(
+            commits(&lab, "dagexec: proceed"),
+            0,
+            "{:?}\n{log}",
+            lab.branch_log()
+        );
+    }
+    assert!(marker(&lab.gh, id).contains("✅ Applied in "));
+    lab.gh.assert_clean();
+}
+
 /// Any workflow that comments with `GITHUB_TOKEN` comments as GitHub Actions' bot, as the
 /// comment job does: its marker is dagexec's by its author alone. What it names is checked
 /// when it is applied: a read-only user's command, a command on another pull request, a

@@ -279,7 +279,14 @@ impl Steer<'_> {
     /// refused (its author is told why) and no other was applied.
     async fn change(&self, mut c: Checkout) -> Result<Steered, ActionError> {
         let trigger = self.trigger;
-        let queue = Queue::new(self.client, trigger.pr_number, &c.repo, &c.inputs);
+        let queue = Queue::new(
+            self.client,
+            trigger.pr_number,
+            &c.repo,
+            &c.auth,
+            &self.branch,
+            &c.inputs,
+        );
         let caught = catch_up(queue, &mut c.plan, &c.dag, Some(trigger)).await?;
         for line in &caught.lines {
             println!("{line}");
@@ -331,7 +338,8 @@ impl Steer<'_> {
             // Pushed: the branch's history records each command now; the markers say so next.
             crate::flow::failpoint("steer-pushed", 0);
             let pr = self.trigger.pr_number;
-            for line in confirm(client, pr, self.inputs.me(), &c.repo).await {
+            let queue = Queue::new(client, pr, &c.repo, &c.auth, branch, &c.inputs);
+            for line in confirm(queue).await {
                 println!("{line}");
             }
         }

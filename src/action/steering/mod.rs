@@ -9,7 +9,8 @@
 //! Every writer of the branch applies the changes queued on the pull request ([`catch_up`]),
 //! each once: the record is the commit that settled it (its last line, [`STEERED_TRAILER`]);
 //! its marker says so once rewritten after the push ([`confirm`]), but is not believed alone;
-//! the plan's list is a cache.
+//! the plan's list is a cache, and a ref beside the branch keeps the record when a force-push
+//! drops the commit.
 
 pub mod comment;
 pub mod issue;

@@ -5,10 +5,11 @@
 use super::comment::{self, SlashCommand, Trigger};
 use super::record::{
     AUTHORISED_PREFIX, STEER_MARKER_PREFIX, SettledCommand, apply, authorised, changes_plan,
-    record, settled_between, settled_in_history, steer_marker, steered, with_trailer,
+    keep_beside, record, settled_beside, settled_between, settled_in_history, steer_marker,
+    steered, with_trailer,
 };
 use crate::action::{ActionError, Inputs};
-use crate::edge::git::Repo;
+use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
 use crate::pure::plan::Plan;
 
@@ -99,19 +100,14 @@ async fn rewrite(client: &Client, id: u64, markers: &[&Marker], status: &str) ->
     all
 }
 
-/// Makes the markers of commands the branch's history settled say so (a refused command's
-/// author is told why, once its marker says so). Run after a push, so `HEAD`'s history is the
-/// branch's; also the repair when the job that pushed died before its markers were rewritten.
-/// A line per marker rewritten. Never fails the job: what it could not do (GitHub did not
-/// answer) is a line too, and the next writer of the branch does it, since the history keeps
-/// the record.
-pub(crate) async fn confirm(
-    client: &Client,
-    pr: u64,
-    me: comment::Identity,
-    repo: &Repo,
-) -> Vec<String> {
-    match try_confirm(client, pr, me, repo).await {
+/// Keeps what the branch's history settled in the record beside it ([`settled_beside`]),
+/// then makes the markers of those commands say so (a refused command's author is told why,
+/// once its marker says so). Run after a push, so `HEAD`'s history is the branch's; also the
+/// repair when the job that pushed died before its markers were rewritten. A line per marker
+/// rewritten. Never fails the job: what it could not do (GitHub did not answer) is a line too,
+/// and the next writer of the branch does it, since the history keeps the record.
+pub(crate) async fn confirm(q: Queue<'_>) -> Vec<String> {
+    match try_confirm(q).await {
         Ok(lines) => lines,
         Err(e) => vec![format!(
             "warning: the replies of the commands applied here still say queued ({e}); the next job that writes the branch rewrites them (the branch's history records the commands)"
@@ -119,19 +115,15 @@ pub(crate) async fn confirm(
     }
 }
 
-async fn try_confirm(
-    client: &Client,
-    pr: u64,
-    me: comment::Identity,
-    repo: &Repo,
-) -> Result<Vec<String>, ActionError> {
-    let markers = markers(client, pr, me).await?;
-    let queued = queued(&markers);
-    if queued.values().all(Vec::is_empty) {
-        return Ok(Vec::new());
-    }
-    let history = settled_in_history(repo)?;
+async fn try_confirm(q: Queue<'_>) -> Result<Vec<String>, ActionError> {
+    let (client, pr) = (q.client, q.pr);
+    let history = settled_in_history(q.repo)?;
     let mut lines = Vec::new();
+    if let Err(e) = keep_beside(q.repo, q.branch, q.auth, history.keys().copied()) {
+        lines.push(format!("warning: the record of the settled commands beside the branch was not updated ({e}); the next job that writes the branch does it"));
+    }
+    let markers = markers(client, pr, q.inputs.me()).await?;
+    let queued = queued(&markers);
     for (id, marks) in queued.iter().filter(|(_, m)| !m.is_empty()) {
         if let Some(s) = history.get(id) {
             lines.push(settle_markers(client, pr, *id, marks, s).await?);
@@ -169,23 +161,35 @@ async fn settle_markers(
     Ok(format!("{status} (comment {id})"))
 }
 
-/// The pull request whose queued commands a writer of the branch applies, its checkout of the
-/// branch, and its inputs (the plan there, `plan_rel`, and whose markers count, `me`).
+/// The pull request whose queued commands a writer of the branch applies, its checkout of
+/// `branch` (and how it reaches `origin`, for the record beside it), and its inputs (the plan
+/// there, `plan_rel`, and whose markers count, `me`).
 #[derive(Clone, Copy)]
 pub(crate) struct Queue<'a> {
     client: &'a Client,
     pr: u64,
     repo: &'a Repo,
+    auth: &'a RemoteAuth,
     inputs: &'a Inputs,
+    branch: &'a str,
 }
 
 impl<'a> Queue<'a> {
-    pub(crate) fn new(client: &'a Client, pr: u64, repo: &'a Repo, inputs: &'a Inputs) -> Self {
+    pub(crate) fn new(
+        client: &'a Client,
+        pr: u64,
+        repo: &'a Repo,
+        auth: &'a RemoteAuth,
+        branch: &'a str,
+        inputs: &'a Inputs,
+    ) -> Self {
         Queue {
             client,
             pr,
             repo,
+            auth,
             inputs,
+            branch,
         }
     }
 }
@@ -194,8 +198,10 @@ impl<'a> Queue<'a> {
 /// each committed in the checkout (the plan at the inputs' `plan_rel`) with its record
 /// ([`STEERED_TRAILER`](super::record::STEERED_TRAILER)): the queued markers are dagexec's own
 /// comments (the inputs' `me`: a stranger's marker is no command), each naming an `/execute` comment. A command
-/// is settled when the branch's history records it, or the plan's cache does (a marker that
-/// says so is not believed alone: see [`queued`]); nothing settled is applied again. Before a
+/// is settled when the branch's history records it, the plan's cache does, or the record beside
+/// the branch ([`settled_beside`]: the branch's history may have lost it to a force-push) — a
+/// marker that says so is not believed alone (see [`queued`]); nothing settled is applied
+/// again. Before a
 /// command is applied, the comment it names is read again and must be on this pull request, by
 /// a person who has write access *now* (any workflow that comments as GitHub Actions' bot can
 /// write a marker; a permission can be revoked after the comment job checked it); otherwise it
@@ -222,9 +228,11 @@ pub(crate) async fn catch_up(
     }
     let history = settled_in_history(repo)?;
     let cache = steered(plan);
+    let (_, beside) = settled_beside(repo, q.branch, q.auth)?;
     for (id, marks) in queued {
         out.settled.insert(id);
-        if marks.is_empty() && (history.contains_key(&id) || cache.contains(&id)) {
+        let recorded = history.contains_key(&id) || cache.contains(&id);
+        if marks.is_empty() && recorded || !recorded && beside.contains(&id) {
             continue;
         }
         // Settled by a job that pushed and then died before rewriting the marker.

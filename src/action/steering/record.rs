@@ -4,9 +4,10 @@
 
 use crate::action::ActionError;
 use crate::action::steering::comment::SlashCommand;
-use crate::edge::git::Repo;
+use crate::edge::git::{Pushed, RemoteAuth, Repo};
 use crate::pure::plan::ids::TaskNames;
 use crate::pure::plan::{Plan, model::Status};
+use std::collections::BTreeSet;
 
 pub use crate::pure::plan::fields::PROCEED as PROCEED_FIELD;
 
@@ -158,6 +159,64 @@ fn parse_trailer(line: &str) -> Option<(u64, bool)> {
         _ => return None,
     };
     words.next().is_none().then_some((id, applied))
+}
+
+/// The file of the commit on [`settled_ref`]: the settled comment ids, one a line.
+const SETTLED_FILE: &str = "dagexec-settled";
+
+/// The ref beside `branch` that keeps every command its history recorded as settled, so a
+/// force-push that drops those commits does not make them queued again. Only a writer that
+/// can push the branch can move it (a marker, which any workflow can write, is no record).
+fn settled_ref(branch: &str) -> String {
+    format!("refs/dagexec/settled/{branch}")
+}
+
+/// The commands the record beside `branch` holds, and its commit on `origin` (`None`: none).
+pub(super) fn settled_beside(
+    repo: &Repo,
+    branch: &str,
+    auth: &RemoteAuth,
+) -> Result<(Option<String>, BTreeSet<u64>), ActionError> {
+    let Some(at) = repo.fetch_ref(&settled_ref(branch), auth)? else {
+        return Ok((None, BTreeSet::new()));
+    };
+    let text = repo.read_at(&at, SETTLED_FILE)?.unwrap_or_default();
+    let ids = String::from_utf8_lossy(&text)
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    Ok((Some(at), ids))
+}
+
+/// Adds the commands `settled` (what the history of `HEAD`, pushed as `branch`, records) to
+/// the record beside it; called after the branch's push, so it never records a command the
+/// branch did not apply.
+pub(super) fn keep_beside(
+    repo: &Repo,
+    branch: &str,
+    auth: &RemoteAuth,
+    settled: impl IntoIterator<Item = u64>,
+) -> Result<(), ActionError> {
+    let (at, mut ids) = settled_beside(repo, branch, auth)?;
+    let known = ids.len();
+    ids.extend(settled);
+    if ids.len() == known {
+        return Ok(());
+    }
+    let text = ids
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let message = "dagexec: the /execute comments settled on this branch";
+    let commit = repo.commit_file_onto(&repo.head()?, SETTLED_FILE, text.as_bytes(), message)?;
+    match repo.push_ref(&commit, &settled_ref(branch), at.as_deref(), auth)? {
+        Pushed::Done => Ok(()),
+        Pushed::Rejected(why) => Err(ActionError::Input(format!(
+            "{} moved meanwhile ({why})",
+            settled_ref(branch)
+        ))),
+    }
 }
 
 /// A plan-changing command in words, for the queued reply.

@@ -209,7 +209,8 @@ impl Executor for Remote<'_> {
         // Plan changes queued on the pull request (`/execute answer|retry|proceed`: their
         // steer job waits in the branch's group until this conductor ends), applied now.
         if let Some(pr) = self.pr {
-            let queue = steering::Queue::new(self.client, pr, self.repo, self.inputs);
+            let (repo, auth) = (self.repo, self.auth);
+            let queue = steering::Queue::new(self.client, pr, repo, auth, self.branch, self.inputs);
             let applied = steering::catch_up(queue, plan, self.dag, None).await;
             match applied {
                 Ok(applied) => {
@@ -241,8 +242,9 @@ impl Executor for Remote<'_> {
         if let Some(pr) = self.pr
             && steering::settled_since(self.repo, &self.pushed)
         {
-            let me = self.inputs.me();
-            let confirmed = steering::confirm(self.client, pr, me, self.repo).await;
+            let (repo, auth) = (self.repo, self.auth);
+            let queue = steering::Queue::new(self.client, pr, repo, auth, self.branch, self.inputs);
+            let confirmed = steering::confirm(queue).await;
             for line in confirmed {
                 self.emit(Event::Note(line));
             }

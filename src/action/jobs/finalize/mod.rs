@@ -217,8 +217,11 @@ impl Finalize<'_> {
         if published.stale {
             return Ok(stale(published));
         }
-        if let (Some((pr, me)), Some(c)) = (steered_on, self.client) {
-            for line in steering::confirm(c, pr, me, &self.job.checkout.repo).await {
+        if let (Some(pr), Some(c)) = (steered_on, self.client) {
+            let k = &self.job.checkout;
+            let queue =
+                steering::Queue::new(c, pr, &k.repo, &k.auth, &self.round.branch, &k.inputs);
+            for line in steering::confirm(queue).await {
                 self.job.ui.say(line);
             }
         }
@@ -308,7 +311,7 @@ impl Finalize<'_> {
 
     /// Applies the plan changes queued on the pull request; the pull request whose queued
     /// markers are to be rewritten once the round is pushed, when any was applied.
-    async fn catch_up(&mut self) -> Result<Option<QueuedOn>, ActionError> {
+    async fn catch_up(&mut self) -> Result<Option<u64>, ActionError> {
         let round = self.round;
         let Some(c) = self.client else {
             return Ok(None);
@@ -317,13 +320,12 @@ impl Finalize<'_> {
             return Ok(None);
         };
         let job = &mut self.job;
-        let me = job.checkout.inputs.me();
-        let queue = steering::Queue::new(c, pr, &job.checkout.repo, &job.checkout.inputs);
-        let plan = &mut job.checkout.plan;
-        let applied = steering::catch_up(queue, plan, &job.checkout.dag, None)
+        let k = &mut job.checkout;
+        let queue = steering::Queue::new(c, pr, &k.repo, &k.auth, &round.branch, &k.inputs);
+        let applied = steering::catch_up(queue, &mut k.plan, &k.dag, None)
             .await?
             .lines;
-        let steered_on = (!applied.is_empty()).then_some((pr, me));
+        let steered_on = (!applied.is_empty()).then_some(pr);
         for line in applied {
             job.ui.say(line);
         }
@@ -427,6 +429,3 @@ impl Finalize<'_> {
         }
     }
 }
-
-/// The pull request whose queued markers are rewritten once the round is pushed.
-type QueuedOn = (u64, steering::comment::Identity);
