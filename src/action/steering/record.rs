@@ -197,6 +197,10 @@ pub(super) fn keep_beside(
     auth: &RemoteAuth,
     settled: impl IntoIterator<Item = u64>,
 ) -> Result<(), ActionError> {
+    let settled: BTreeSet<u64> = settled.into_iter().collect();
+    if settled.is_empty() {
+        return Ok(()); // nothing to keep: no fetch (a job of a run never steered)
+    }
     let (at, mut ids) = settled_beside(repo, branch, auth)?;
     let known = ids.len();
     ids.extend(settled);
