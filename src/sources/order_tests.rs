@@ -249,13 +249,14 @@ type TmTask = (u8, Vec<usize>, Vec<(u8, Vec<usize>)>);
 
 /// A nested Taskmaster tasks.json: tasks, each a leaf or holding subtasks, with dependencies
 /// on earlier tasks and on earlier siblings, each status one of pending, done, in-progress,
-/// review.
+/// completed (`review` holds back what waits for it, as `deferred` does: not an order through
+/// a finished unit).
 fn taskmaster_text(tasks: &[TmTask], all_open: bool) -> String {
     let status = |m: u8| match (all_open, m % 4) {
         (true, _) | (false, 0) => "pending",
         (false, 1) => "done",
         (false, 2) => "in-progress",
-        _ => "review",
+        _ => "completed",
     };
     let mut out = Vec::new();
     for (i, (m, deps, subs)) in tasks.iter().enumerate() {

@@ -165,3 +165,96 @@ fn taskmaster_reads_what_dagexec_writes_and_dagexec_honours_its_set_status() {
     let check = tm(&bin, dir.path(), &["validate-dependencies"]);
     assert!(check.contains("All Dependencies Are Valid"), "{check}");
 }
+
+/// Review tasks as Taskmaster has them: 1 and 6.1 are in `review` (worked, waiting for a
+/// person), 2 and 6.2 wait for them; 7.2 is cancelled beside 7.1 done. Leaves are `high`
+/// and `medium`, the parents `low`, so `next` offers a parent (whose open subtasks all wait)
+/// only once no leaf is left.
+const REVIEW: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "Auth", "description": "auth", "status": "review", "priority": "high", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []},
+      {"id": 2, "title": "Sessions", "description": "sessions", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [1], "subtasks": []},
+      {"id": 3, "title": "Setup", "description": "setup", "status": "done", "priority": "high", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []},
+      {"id": 4, "title": "Models", "description": "models", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [3], "subtasks": []},
+      {"id": 5, "title": "API", "description": "api", "status": "pending", "priority": "medium", "details": "", "testStrategy": "", "dependencies": [4], "subtasks": []},
+      {"id": 6, "title": "UI", "description": "ui", "status": "in-progress", "priority": "low", "details": "", "testStrategy": "", "dependencies": [3], "subtasks": [
+        {"id": 1, "title": "Layout", "description": "layout", "status": "review", "details": "", "dependencies": []},
+        {"id": 2, "title": "Theme", "description": "theme", "status": "pending", "details": "", "dependencies": [1]},
+        {"id": 3, "title": "Icons", "description": "icons", "status": "pending", "details": "", "dependencies": []},
+        {"id": 4, "title": "Fonts", "description": "fonts", "status": "done", "details": "", "dependencies": []}
+      ]},
+      {"id": 7, "title": "Docs", "description": "docs", "status": "in-progress", "priority": "low", "details": "", "testStrategy": "", "dependencies": [], "subtasks": [
+        {"id": 1, "title": "Guide", "description": "guide", "status": "done", "details": "", "dependencies": []},
+        {"id": 2, "title": "Video", "description": "video", "status": "cancelled", "details": "", "dependencies": []},
+        {"id": 3, "title": "FAQ", "description": "faq", "status": "pending", "details": "", "dependencies": []}
+      ]}
+    ],
+    "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
+  }
+}
+"#;
+
+/// What Taskmaster lets start, in the order `next` offers it, each set `done` with
+/// `set-status` as it is offered (so its parent is settled by Taskmaster's own rule), until
+/// `next` offers nothing or a task with subtasks (whose units are its subtasks, none of which
+/// `next` offers any more).
+fn taskmaster_would_run(bin: &Path, dir: &Path) -> Vec<String> {
+    let mut ran = Vec::new();
+    loop {
+        let next = first_json(&tm(bin, dir, &["next", "--format", "json"]));
+        let task = &next["task"];
+        if task.is_null() || task["subtasks"].as_array().is_some_and(|s| !s.is_empty()) {
+            return ran;
+        }
+        let id = task["id"].to_string().replace('"', "");
+        tm(
+            bin,
+            dir,
+            &["set-status", &format!("--id={id}"), "--status=done"],
+        );
+        assert!(!ran.contains(&id), "offered twice: {id}");
+        ran.push(id);
+    }
+}
+
+/// `review` is Taskmaster's "worked, waiting for a person": `next` never offers it nor what
+/// waits for it, and `set-status` keeps a parent `in-progress` while a subtask is in review
+/// or cancelled. dagexec runs exactly what `next` lets start, and writes every status as
+/// `set-status` leaves it.
+#[test]
+fn dagexec_runs_what_taskmaster_next_offers_past_review_and_cancelled_tasks() {
+    let Some(bin) = task_master() else { return };
+    let ours = tempfile::tempdir().unwrap();
+    let theirs = tempfile::tempdir().unwrap();
+    for dir in [ours.path(), theirs.path()] {
+        std::fs::create_dir_all(dir.join(".taskmaster/tasks")).unwrap();
+        std::fs::write(dir.join(TM), REVIEW).unwrap();
+    }
+    commit_new(ours.path());
+    let mut want = taskmaster_would_run(&bin, theirs.path());
+    let ran = local(ours.path())
+        .global(&["--plan", TM])
+        .script(WORKER)
+        .timeout("20s")
+        .run();
+    let log = ran.text();
+    let mut got: Vec<String> = std::fs::read_dir(ours.path().join("done"))
+        .map(|d| {
+            d.map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.trim_end_matches(".txt").to_string()
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "{log}");
+    assert!(log.contains("waits for review task 1"), "{log}");
+    assert_eq!(
+        statuses(&bin, ours.path()),
+        statuses(&bin, theirs.path()),
+        "{log}"
+    );
+}

@@ -86,18 +86,26 @@ static NO_CHECKBOX: LazyLock<Regex> =
 /// A dependency written as a list item (`- T008 blocks T009, T015`, the template's
 /// `## Dependencies` list until 2025; `- T009 depends on T008`).
 static STATED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*[-*+]\s+(T\d+[A-Za-z]?)\s+(?i:(blocks|depends\s+on))\s*:?\s+(.*)$").unwrap()
+    Regex::new(r"^\s*[-*+]\s+\**(T\d+[A-Za-z]?)\**\s+(?i:(blocks|depends\s+on))\s*:?\s+(.*)$")
+        .unwrap()
 });
-/// A task ID: `T012`, or `T012a` for one inserted after the list was numbered.
+/// A task ID: `T012`, or `T012a` for one inserted after the list was numbered; in bold too
+/// (`**T012**`).
 static ID: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(T\d+[A-Za-z]?)(?:\s+|$)(.*)$").unwrap());
+    LazyLock::new(|| Regex::new(r"^\**(T\d+[A-Za-z]?)\**(?:\s+|$)(.*)$").unwrap());
+/// A task ID anywhere, and a word that orders tasks: a line with both that is read as no
+/// dependency is named ([`read`]'s `unread`).
+static ANY_ID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bT\d+[A-Za-z]?\b").unwrap());
+static ORDER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:depend\w*|requires?|needs?|after|before|blocks?|blocked|waits?|then|first|sequential\w*|prerequisites?)\b|→|->|⟶|─►").unwrap()
+});
 static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*(.*)$").unwrap());
 static DEPENDS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\(\s*depends\s+on\s*:?\s*([^)]*)\)").unwrap());
 /// What looks like a dependency but is not `(depends on …)`: `(depend on T001)`, `(requires
 /// T002)`, `(after T003)`, `(blocked by T004)`, `(deps: T005)`.
 static NEAR_DEPENDS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\(\s*(?:depend(?:s|ing|ent|ency|encies)?(?:\s+(?:on|upon))?|deps?|requires?|needs?|after|blocked\s+by|waits?\s+(?:for|on))\b[^)]*\bT\d+[^)]*\)").unwrap()
+    Regex::new(r"(?i)\(\s*(?:depend(?:s|ing|ent|ency|encies)?(?:\s+(?:on|upon))?|deps?|requires?|needs?|after|blocked\s+by|waits?\s+(?:for|on))\b[^)]*\bT\d+[^)]*\)|\b(?:depends?\s+(?:on|upon)|blocked\s+by|requires|needs|waits?\s+(?:for|on))\s*:?\s*\**T\d+[A-Za-z]?").unwrap()
 });
 static FIELD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\*\*([^*:]+):?\*\*\s*:?\s*(.*)$").unwrap());

@@ -1014,3 +1014,73 @@ fn a_letter_after_the_number_is_a_task_of_its_own() {
         ["t.md:5: task ID T010A is used twice (first on line 3)"]
     );
 }
+
+/// A range of lettered IDs (`T004a-T004d`, as tasks inserted after the list was numbered are
+/// named) is the letters between, in `depends on` and in a stated dependency; one that mixes
+/// numbers or goes backwards is refused at its line, saying how to write it.
+#[test]
+fn a_lettered_range_is_the_letters_between_within_one_number() {
+    let text = "## Phase 1: Setup\n- [ ] T004 [P] Create `a.txt`\n\
+                - [ ] T004a [P] Create `b.txt`\n- [ ] T004b [P] Create `c.txt`\n\
+                - [ ] T004c [P] Create `d.txt`\n- [ ] T004d [P] Create `e.txt`\n\
+                - [ ] T005 [P] Create `f.txt` (depends on T004a-T004d)\n\
+                - [ ] T006 [P] Create `g.txt`\n\n## Dependencies\n- T006 depends on T004b..T004c\n";
+    let p = read(text);
+    assert_eq!(deps_of(&p, "T005"), ["T004a", "T004b", "T004c", "T004d"]);
+    assert_eq!(deps_of(&p, "T006"), ["T004b", "T004c"]);
+    for (range, why) in [
+        ("T004a-T005", "mixes lettered IDs and numbers"),
+        ("T004b-T005b", "mixes lettered IDs and numbers"),
+        ("T004d-T004a", "goes backwards"),
+    ] {
+        for (from, to) in [
+            ("(depends on T004a-T004d)", format!("(depends on {range})")),
+            ("depends on T004b..T004c", format!("depends on {range}")),
+        ] {
+            let e = parse("t.md", &text.replace(from, &to)).unwrap_err();
+            let line = if from.starts_with('(') { 7 } else { 11 };
+            assert_eq!(
+                e[0].to_string(),
+                format!("t.md:{line}: `depends on` lists the range {range:?}, which {why}"),
+            );
+            assert!(e[0].hint.contains("T004a-T004d"), "{:?}", e[0].hint);
+        }
+    }
+}
+
+/// Generated tasks.md often write task IDs in bold: task lines (`- [ ] **T012** [P] …`) and
+/// stated dependencies (`- **T012** depends on **T010**`) are read as their plain forms; any
+/// other line that orders tasks in words dagexec does not read (a dependencies section's
+/// prose, a task's `Depends on T010` outside `(depends on …)`, the rest of a stated line
+/// after a `;`) is named in a warning, never dropped without a word.
+#[test]
+fn bold_ids_are_read_and_an_order_in_prose_is_named() {
+    let text = "## Phase 1: Setup\n- [ ] **T010** [P] Create `a.txt`\n\
+                - [ ] **T011** [P] Create `b.txt`\n- [ ] T012 [P] Create `c.txt`\n\
+                - [ ] T013 [P] Create `d.txt`. **Depends on T010**.\n\
+                - [ ] T014 [P] Create `e.txt`\n\n## Dependencies\n\
+                - **T012** depends on **T010**, **T011**\n\
+                **T014** needs **T012**\n- Tests (T010-T011) before the rest\n\
+                - T014 blocks T013; T012 depends on T013\n\
+                - **Setup (Phase 1)**: No dependencies\n- T010 [P] and T011 [P] can run in parallel\n";
+    let p = read(text);
+    assert_eq!(p.tasks.len(), 5);
+    assert!(task(&p, "T011").parallel);
+    assert_eq!(deps_of(&p, "T012"), ["T010", "T011"]);
+    assert_eq!(deps_of(&p, "T013"), ["T014"]);
+    // What each line says is named as it is read, what a task's own text says after.
+    let unread: Vec<&String> = p
+        .warnings
+        .iter()
+        .filter(|w| w.contains("does not read"))
+        .collect();
+    assert_eq!(
+        unread,
+        [
+            "specs/x/tasks.md:10: \"**T014** needs **T012**\" orders tasks in words dagexec does not read; write each as `- T012 depends on T010` or as `(depends on T010)` in T012's line",
+            "specs/x/tasks.md:11: \"- Tests (T010-T011) before the rest\" orders tasks in words dagexec does not read; write each as `- T012 depends on T010` or as `(depends on T010)` in T012's line",
+            "specs/x/tasks.md:12: \"T012 depends on T013\" orders tasks in words dagexec does not read; write each as `- T012 depends on T010` or as `(depends on T010)` in T012's line",
+            "specs/x/tasks.md:5: task T013 says \"Depends on T010\", which dagexec does not read as a dependency; write `(depends on T001)` for one",
+        ]
+    );
+}

@@ -8,17 +8,19 @@
 //!   (`currentTag`) when the file has it, else `master`, else the only tag. A tag other than
 //!   the earlier run's starts afresh: that run's state is not carried over to it.
 //! - **Unit of work**: a subtask, when its task has subtasks (ID `3.2`); the task otherwise
-//!   (ID `3`). A task with subtasks is done when they all are: dagexec sets its status too.
+//!   (ID `3`). A task with subtasks is done when they all are `done`: dagexec sets its status
+//!   too, as `task-master set-status` does (one in `review` or `cancelled` keeps it open).
 //! - **Dependencies**: a task's `dependencies` name tasks (`3`, `"3"`) or subtasks (`"3.2"`);
 //!   a task named waits for all its units. A subtask's `dependencies` name its siblings
 //!   (`1`, or `"3.1"` in full) or, when no sibling has that ID, other tasks. A subtask that
 //!   waits for no sibling waits for what its task waits for.
-//! - **Status**: `done` (and `review`, `completed`) is completed and never run again;
-//!   `pending`, `in-progress` (any other word) runs. `cancelled` is not run and settles its
-//!   dependents' wait for it (a cancelled task will never be done). `deferred` and `blocked`
-//!   (the team's "not now": `task-master next` offers neither) are not run in this run, and
-//!   neither is anything that waits for them, directly or not (each is named in a warning);
-//!   a parent's `done`, `cancelled`, `deferred` or `blocked` holds for all its subtasks.
+//! - **Status**: `done` (and `completed`) is completed and never run again; `pending`,
+//!   `in-progress` (any other word) runs. `cancelled` is not run and settles its dependents'
+//!   wait for it (a cancelled task will never be done). `review` (worked, waiting for a
+//!   person), `deferred` and `blocked` (the team's "not now") are not run in this run, and
+//!   neither is anything that waits for them, directly or not (each is named in a warning):
+//!   `task-master next` offers none of them, and counts a dependency as met only when `done`.
+//!   A parent's status other than open holds for all its subtasks.
 //! - **Order through finished tasks**: a finished unit (done, cancelled) orders nothing by
 //!   itself, but the path through it still does: an open unit waits for every open unit it
 //!   reaches through `dependencies`, whatever lies between (a done subtask, an `in-progress`

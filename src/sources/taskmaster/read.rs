@@ -12,12 +12,13 @@ use crate::sources::Problem;
 pub(crate) enum State {
     /// `pending`, `in-progress` or any other word: to run.
     Open,
-    /// `done` (`completed`, `review`): not run again.
+    /// `done` (`completed`): not run again.
     Done,
     /// `cancelled`: not run; what waits for it does not wait.
     Cancelled,
-    /// `deferred`, `blocked` (the team's "not now", which `task-master next` never offers):
-    /// not run in this run, nor is what waits for it.
+    /// `deferred`, `blocked` (the team's "not now"), `review` (worked, waiting for a person):
+    /// `task-master next` offers none of them, nor what waits for them (a dependency counts
+    /// as met only when `done`), so they are not run in this run, nor is what waits for them.
     Held,
 }
 
@@ -25,9 +26,9 @@ impl State {
     /// What the status word `status` means (any case, spaces around it ignored).
     pub(crate) fn of(status: &str) -> State {
         match status.trim().to_ascii_lowercase().as_str() {
-            "done" | "completed" | "review" => State::Done,
+            "done" | "completed" => State::Done,
             "cancelled" | "canceled" => State::Cancelled,
-            "deferred" | "blocked" => State::Held,
+            "deferred" | "blocked" | "review" => State::Held,
             _ => State::Open,
         }
     }

@@ -55,7 +55,8 @@ fn members(raw: &RawValue) -> Option<Members<'_>> {
 }
 
 /// `text` with every open unit in `done` set to `"done"`, and an open task whose subtasks are
-/// all done (or cancelled) too; the tag is `tag` (`None`: the plain form).
+/// all done too (as `task-master set-status` settles a parent: one in review or cancelled
+/// keeps it open); the tag is `tag` (`None`: the plain form).
 pub(crate) fn write_done(
     text: &str,
     done: &BTreeSet<String>,
@@ -98,7 +99,7 @@ pub(crate) fn write_done(
             };
             if done.contains(&format!("{id}.{local}")) {
                 edits.extend(set_done(text, raw_sub, &s));
-            } else if !matches!(state_of(&s), State::Done | State::Cancelled) {
+            } else if state_of(&s) != State::Done {
                 all = false;
             }
         }

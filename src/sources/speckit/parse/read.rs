@@ -2,8 +2,8 @@
 //! yet).
 
 use super::{
-    CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, PHASE_HEADING, Parsed, Phase, SECTION,
-    STATED, STORY_HEADING, TaskLine, files_of, id_key, id_number,
+    ANY_ID, CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, ORDER, PHASE_HEADING, Parsed, Phase,
+    SECTION, STATED, STORY_HEADING, TaskLine, files_of, id_key,
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
@@ -113,11 +113,12 @@ impl LinesRead<'_> {
             return;
         }
         if let Some(c) = FIELD.captures(trimmed) {
+            self.unread(line_no, trimmed);
             self.field(&c[1].trim().to_ascii_lowercase(), c[2].trim().to_string());
             return;
         }
         if let Some(c) = STATED.captures(trimmed) {
-            let ids = stated_ids(&c[3]);
+            let ids = self.stated_ids(line_no, &c[3]);
             if c[2].eq_ignore_ascii_case("blocks") {
                 let stated = ids
                     .into_iter()
@@ -145,8 +146,22 @@ impl LinesRead<'_> {
             self.doubtful(line_no, trimmed, format!("task {id} {why}"), hint);
             return;
         }
+        if !CHECKBOX.is_match(trimmed) {
+            return self.unread(line_no, trimmed);
+        }
         if let Some(head) = self.head(content) {
             self.task(head);
+        }
+    }
+
+    /// A line read as no task and no dependency (`text`): when it orders tasks in words (names
+    /// a task and a word of order), a warning says so, naming the line.
+    fn unread(&mut self, line: usize, text: &str) {
+        if ANY_ID.is_match(text) && ORDER.is_match(text) {
+            self.out.warnings.push(format!(
+                "{}:{line}: {text:?} orders tasks in words dagexec does not read; write each as `- T012 depends on T010` or as `(depends on T010)` in T012's line",
+                self.path
+            ));
         }
     }
 
@@ -287,17 +302,8 @@ impl LinesRead<'_> {
                 if token.eq_ignore_ascii_case("none") {
                     continue;
                 }
-                if let Some(range) = id_range(token) {
-                    match range {
-                        Ok(ids) => depends_on.extend(ids),
-                        Err(why) => self.malformed(
-                            line_no,
-                            format!("`depends on` lists the range {token:?}, which {why}"),
-                            "write a range as T003-T005 (first, then last, at most 1000 tasks)",
-                        ),
-                    }
-                } else if id_key(token).is_some() {
-                    depends_on.push(token.to_string());
+                if let Some(ids) = self.ids_of(line_no, token) {
+                    depends_on.extend(ids);
                 } else {
                     self.malformed(
                         line_no,
@@ -308,6 +314,51 @@ impl LinesRead<'_> {
             }
         }
         depends_on
+    }
+
+    /// The IDs `token` names, an ID or a range; `None` for another word. A range refused is an
+    /// error at `line_no`.
+    fn ids_of(&mut self, line_no: usize, token: &str) -> Option<Vec<String>> {
+        match id_range(token) {
+            Some(Ok(ids)) => Some(ids),
+            Some(Err(why)) => {
+                self.malformed(
+                    line_no,
+                    format!("`depends on` lists the range {token:?}, which {why}"),
+                    "write a range as T003-T005 or T004a-T004d (first, then last, at most 1000 tasks), other IDs one by one",
+                );
+                Some(Vec::new())
+            }
+            None => id_key(token).map(|_| vec![token.to_string()]),
+        }
+    }
+
+    /// The task IDs (and ranges) a stated dependency lists, up to the first word that is
+    /// neither (`T009, T015 (shared model)` → T009, T015); after a `;`, a clause of IDs only
+    /// (`T009; T015`), else [`Self::unread`] (`T009; T012 depends on T010`).
+    fn stated_ids(&mut self, line_no: usize, list: &str) -> Vec<String> {
+        let mut ids = Vec::new();
+        for (k, clause) in list.split(';').enumerate() {
+            let mut read = Vec::new();
+            let whole = clause
+                .split([',', ' '])
+                .map(|t| t.trim().trim_matches('*'))
+                .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and"))
+                .all(|token| {
+                    self.ids_of(line_no, token)
+                        .map(|r| read.extend(r))
+                        .is_some()
+                });
+            if k > 0 && !whole {
+                self.unread(line_no, clause.trim());
+                break;
+            }
+            ids.extend(read);
+            if !whole {
+                break;
+            }
+        }
+        ids
     }
 
     /// The dependencies stated as list items, added to the tasks' own; an ID there that is no
@@ -357,33 +408,29 @@ pub(crate) fn read_lines_for_tests(path: &str, text: &str) -> (Parsed, BTreeMap<
     (out, by_number)
 }
 
-/// The task IDs (and ranges) a stated dependency lists, up to the first word that is neither
-/// (`T009, T015 (shared model)` → T009, T015).
-fn stated_ids(list: &str) -> Vec<String> {
-    let mut ids = Vec::new();
-    let tokens = list.split([',', ';', ' ']).map(str::trim);
-    for token in tokens.filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and")) {
-        match id_range(token) {
-            Some(Ok(range)) => ids.extend(range),
-            None if id_key(token).is_some() => ids.push(token.to_string()),
-            _ => break,
-        }
-    }
-    ids
-}
-
-/// The IDs of a range `T003-T005` (`–`, `..`), written as wide as its first ID; `None` for a
-/// token that is not a range.
+/// The IDs of a range `T003-T005` (`–`, `..`), written as wide as its first ID, or of one
+/// number's letters `T004a-T004d`; `None` for a token that is not a range.
 fn id_range(token: &str) -> Option<Result<Vec<String>, &'static str>> {
     let (a, b) = token
         .split_once("..")
         .or_else(|| token.split_once('–'))
         .or_else(|| token.split_once('-'))?;
-    let from = id_number(a)?;
-    let to = id_number(b).or_else(|| id_number(&format!("T{b}")))?;
+    let from = id_key(a)?;
+    let to = id_key(b).or_else(|| id_key(&format!("T{b}")))?;
     if to < from {
         return Some(Err("goes backwards"));
     }
+    let letters = (from % 32, to % 32);
+    if letters.0 > 0 && letters.1 > 0 && from / 32 == to / 32 {
+        let (stem, last) = a.split_at(a.len() - 1);
+        let first = last.as_bytes()[0];
+        let ids = (first..=first + (to - from) as u8).map(|c| format!("{stem}{}", char::from(c)));
+        return Some(Ok(ids.collect()));
+    }
+    if letters != (0, 0) {
+        return Some(Err("mixes lettered IDs and numbers"));
+    }
+    let (from, to) = (from / 32, to / 32);
     if to - from >= 1000 {
         return Some(Err("spans more than 1000 tasks"));
     }
