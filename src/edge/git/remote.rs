@@ -229,12 +229,14 @@ impl Repo {
     /// applying it to a scratch index of `HEAD` and diffing that: exact whatever the names
     /// hold. Nothing in the work tree or the real index changes. `Err` when the patch does not
     /// apply to `HEAD`.
+    #[cfg(test)]
     pub fn patch_paths<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<Vec<String>, GitError> {
         self.patch_changes(patch).map(|(paths, _)| paths)
     }
 
     /// [`Repo::patch_paths`] and the symlinks the patch adds or changes, with their targets
     /// as git stores them (so a hand-made patch cannot hide one from the check).
+    #[cfg(test)]
     pub fn patch_changes<'p>(
         &self,
         patch: impl Into<PatchRef<'p>>,

@@ -138,11 +138,13 @@ impl Worktree {
     /// included), deleted, renamed, binary files and mode changes, committed by the worker or
     /// not. Stages everything in the worktree's own index (`git add --all`) to get there; the
     /// main work tree and index are not touched.
+    #[cfg(test)]
     pub fn changes(&self) -> Result<Changes, GitError> {
         changes_in(&self.path, &self.base)
     }
 
     /// Unregisters the worktree (`git worktree remove --force`) and deletes its directory.
+    #[cfg(test)]
     pub fn remove(mut self) -> Result<(), GitError> {
         self.remove_now()
     }

@@ -9,6 +9,7 @@ use crate::pure::plan::model::{Status, Task};
 use crate::pure::prompt::FailedCheck;
 
 /// Judges one attempt (seed B.3 steps 1–5, 8).
+#[cfg(test)]
 pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
     judge_among(index, task, report, OwnFiles::plan(plan_rel))
 }
