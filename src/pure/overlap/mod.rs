@@ -158,6 +158,7 @@ impl OverlapMatrix {
 
 /// The seed's `fileOverlapMatrix`: keys are plan indices (JSON strings) in ascending order,
 /// only tasks with at least one conflict, values ascending.
+#[cfg(test)]
 impl Serialize for OverlapMatrix {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         Rows::Held(self).serialize(serializer)
