@@ -248,11 +248,7 @@ impl Repo {
     /// present and not ignored (into the index file `index` instead of the repository's own,
     /// when given). Returns them.
     fn add_all(&self, paths: &[String], index: Option<&Path>) -> Result<Vec<String>, GitError> {
-        let paths = paths
-            .iter()
-            .map(|p| normalize(p))
-            .collect::<Result<Vec<_>, _>>()?;
-        let paths = self.stageable(paths)?;
+        let paths = self.stageable(paths::normalize_all(paths)?)?;
         if !paths.is_empty() {
             git(&self.root, "add")
                 .index(index)
