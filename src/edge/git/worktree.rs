@@ -129,7 +129,8 @@ impl Worktree {
         super::apply::apply(&self.path, patch.into(), false)
     }
 
-    /// [`Worktree::changes`] within `MAX_CHANGE_BYTES` ([`changes_within`]).
+    /// Everything changed relative to the base ([`changes_in`]) within `MAX_CHANGE_BYTES`
+    /// ([`changes_within`]).
     pub fn changes_within(&self) -> Result<Result<Changes, String>, GitError> {
         changes_within(&self.path, &self.base)
     }
