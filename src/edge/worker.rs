@@ -26,7 +26,9 @@ use crate::pure::outcome::Exit;
 
 mod failure;
 
-pub use failure::{classify, failure_detail, stderr_tail_line};
+#[cfg(test)]
+use failure::stderr_tail_line;
+pub use failure::{classify, failure_detail};
 
 // Bytes kept (the tail) of stdout, stderr and the work log; the mark in front of a cut one.
 const STDOUT_CAP: usize = 1 << 20;

@@ -140,11 +140,13 @@ impl Hosts {
     }
 
     /// How many entries the list has.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.names.len() + self.below.len()
     }
 
     /// Whether the list is empty (nothing but loopback is reachable).
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

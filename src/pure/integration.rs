@@ -363,6 +363,7 @@ impl Ledger {
 
     /// A running attempt of `task` ended without a result (killed, cancelled): it starts again
     /// as it was started — a rebase again when it was one.
+    #[cfg(test)]
     pub fn interrupted(&mut self, task: usize) {
         if self.started.remove(&task).is_some_and(|s| s.rebase) {
             self.next_is_rebase.insert(task);

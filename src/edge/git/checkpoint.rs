@@ -33,10 +33,7 @@ impl Repo {
                 .run()?;
         }
         super::worktree::add_all(tree, Some(&index))?;
-        let excluded = excluded
-            .iter()
-            .map(|p| super::paths::normalize(p))
-            .collect::<Result<Vec<_>, _>>()?;
+        let excluded = super::paths::normalize_all(excluded)?;
         let pathspec = super::worktree::excluding(&excluded);
         super::worktree::Staged(tree, Some(&index), base, &pathspec).patch()
     }

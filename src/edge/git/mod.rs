@@ -50,10 +50,9 @@ use std::path::{Path, PathBuf};
 pub use apply::ApplyError;
 pub use branch::BranchError;
 pub use error::GitError;
-pub use history::Logged;
 pub use patch::{Patch, PatchFile, PatchRef};
 pub use remote::{Pushed, RemoteAuth};
-pub use round::{Journal, Merged, Recovered, RoundIndex, StagedRound};
+pub use round::{Merged, Recovered, RoundIndex, StagedRound};
 pub use worktree::{Changes, Worktree, changes_in, changes_within};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text, text_lines};
@@ -187,6 +186,7 @@ impl Repo {
     }
 
     /// The folder this repository's worker worktrees are made in (see the module doc).
+    #[cfg(test)]
     pub fn worktrees_dir(&self) -> &Path {
         &self.slots.dir
     }
@@ -218,12 +218,14 @@ impl Repo {
     }
 
     /// `git status --porcelain` (v1, unquoted paths), as git printed it.
+    #[cfg(test)]
     pub fn status_porcelain(&self) -> Result<String, GitError> {
         status_in(&self.root)
     }
 
     /// Whether `patch` would apply cleanly to the work tree and index
     /// (`git apply --check --index --binary`). Nothing is changed.
+    #[cfg(test)]
     pub fn check_patch<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<(), ApplyError> {
         apply::apply(&self.root, patch.into(), true)
     }
@@ -246,11 +248,7 @@ impl Repo {
     /// present and not ignored (into the index file `index` instead of the repository's own,
     /// when given). Returns them.
     fn add_all(&self, paths: &[String], index: Option<&Path>) -> Result<Vec<String>, GitError> {
-        let paths = paths
-            .iter()
-            .map(|p| normalize(p))
-            .collect::<Result<Vec<_>, _>>()?;
-        let paths = self.stageable(paths)?;
+        let paths = self.stageable(paths::normalize_all(paths)?)?;
         if !paths.is_empty() {
             git(&self.root, "add")
                 .index(index)

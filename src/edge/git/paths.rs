@@ -36,6 +36,11 @@ pub(super) fn normalize(path: &str) -> Result<String, GitError> {
     Ok(norm)
 }
 
+/// [`normalize`] of each of `paths`, in order; the first refusal.
+pub(super) fn normalize_all(paths: &[String]) -> Result<Vec<String>, GitError> {
+    paths.iter().map(|p| normalize(p)).collect()
+}
+
 /// A worktree name must be one plain path component.
 pub(super) fn check_name(name: &str) -> Result<(), GitError> {
     let invalid = |reason| GitError::InvalidName {

@@ -229,12 +229,14 @@ impl Repo {
     /// applying it to a scratch index of `HEAD` and diffing that: exact whatever the names
     /// hold. Nothing in the work tree or the real index changes. `Err` when the patch does not
     /// apply to `HEAD`.
+    #[cfg(test)]
     pub fn patch_paths<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<Vec<String>, GitError> {
         self.patch_changes(patch).map(|(paths, _)| paths)
     }
 
     /// [`Repo::patch_paths`] and the symlinks the patch adds or changes, with their targets
     /// as git stores them (so a hand-made patch cannot hide one from the check).
+    #[cfg(test)]
     pub fn patch_changes<'p>(
         &self,
         patch: impl Into<PatchRef<'p>>,
@@ -242,9 +244,12 @@ impl Repo {
         self.patch_changes_at("HEAD", patch)
     }
 
-    /// [`Repo::patch_changes`] for a patch made at commit `base` (applied to a scratch index
-    /// of `base`, not `HEAD`): the conductor's arrivals under `overlap: merge`, whose runs
-    /// started before the branch moved.
+    /// The repository-relative paths a patch made at commit `base` touches (both names of a
+    /// rename) and the symlinks it adds or changes, with their targets as git stores them (so
+    /// a hand-made patch cannot hide one from the check), found by applying it to a scratch
+    /// index of `base` and diffing that: exact whatever the names hold, nothing in the work
+    /// tree or the real index changed, `Err` when it does not apply. For the conductor's
+    /// arrivals under `overlap: merge`, whose runs started before the branch moved.
     pub fn patch_changes_at<'p>(
         &self,
         base: &str,

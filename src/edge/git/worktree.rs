@@ -129,7 +129,8 @@ impl Worktree {
         super::apply::apply(&self.path, patch.into(), false)
     }
 
-    /// [`Worktree::changes`] within `MAX_CHANGE_BYTES` ([`changes_within`]).
+    /// Everything changed relative to the base ([`changes_in`]) within `MAX_CHANGE_BYTES`
+    /// ([`changes_within`]).
     pub fn changes_within(&self) -> Result<Result<Changes, String>, GitError> {
         changes_within(&self.path, &self.base)
     }
@@ -138,11 +139,13 @@ impl Worktree {
     /// included), deleted, renamed, binary files and mode changes, committed by the worker or
     /// not. Stages everything in the worktree's own index (`git add --all`) to get there; the
     /// main work tree and index are not touched.
+    #[cfg(test)]
     pub fn changes(&self) -> Result<Changes, GitError> {
         changes_in(&self.path, &self.base)
     }
 
     /// Unregisters the worktree (`git worktree remove --force`) and deletes its directory.
+    #[cfg(test)]
     pub fn remove(mut self) -> Result<(), GitError> {
         self.remove_now()
     }

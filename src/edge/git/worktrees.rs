@@ -12,7 +12,8 @@ use super::paths::{check_name, real_path, remove_any};
 use super::{GitError, Repo, Worktree, slots, worktree, worktree_admin};
 
 impl Repo {
-    /// A new worktree with a detached `HEAD` at `base`, at `<`[`Repo::worktrees_dir`]`>/<name>`.
+    /// A new worktree with a detached `HEAD` at `base`, at `<worktrees folder>/<name>` (the
+    /// folder [`super::slots`] claims for this repository).
     /// A worktree or directory left there by an earlier run that crashed is removed first.
     pub fn add_worktree(&self, base: &str, name: &str) -> Result<Worktree, GitError> {
         check_name(name)?;
@@ -56,7 +57,7 @@ impl Repo {
     }
 
     /// Removes every dagexec worktree — registered, or a left-over directory — in
-    /// [`Repo::worktrees_dir`], in the folder the last run recorded when that was another (the
+    /// this repository's worktrees folder ([`super::slots`]), in the folder the last run recorded when that was another (the
     /// setting changed, the repository moved) and in `<git-common-dir>/dagexec/worktrees`
     /// (older versions); deletes the folders of repositories that no longer exist from the
     /// home; then runs `git worktree prune`. Returns how many worktrees were removed.

@@ -144,11 +144,9 @@ struct Connection<T> {
     nodes: Vec<T>,
 }
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 struct PageInfo {
-    #[serde(default)]
     has_next_page: bool,
-    #[serde(default)]
     end_cursor: Option<String>,
 }
 #[derive(Deserialize)]

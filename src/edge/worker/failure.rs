@@ -80,7 +80,7 @@ pub fn failure_detail(run: &WorkerRun, command: &str) -> String {
 
 /// The last [`STDERR_LINES_SHOWN`] non-empty lines of `stderr`, sanitised, joined with ` | `,
 /// cut from the front to [`STDERR_CHARS_SHOWN`] chars.
-pub fn stderr_tail_line(stderr: &str) -> String {
+pub(crate) fn stderr_tail_line(stderr: &str) -> String {
     let lines: Vec<String> = stderr
         .lines()
         .map(|l| crate::pure::sanitize::line(l).trim().to_string())

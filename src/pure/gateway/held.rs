@@ -49,6 +49,7 @@ impl Holds {
     }
 
     /// Until when `provider` is held, if that is after `now`.
+    #[cfg(test)]
     pub fn until(&self, provider: Provider, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
         self.0.get(&provider).copied().filter(|u| *u > now)
     }

@@ -41,6 +41,7 @@ impl Window {
     }
 
     /// How many requests it counted as started (in the last minute, as of its last use).
+    #[cfg(test)]
     pub fn requests(&self) -> usize {
         self.starts.len()
     }

@@ -9,12 +9,13 @@ use crate::pure::plan::model::{Status, Task};
 use crate::pure::prompt::FailedCheck;
 
 /// Judges one attempt (seed B.3 steps 1–5, 8).
+#[cfg(test)]
 pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
     judge_among(index, task, report, OwnFiles::plan(plan_rel))
 }
 
-/// [`judge`], where `own` is the plan file and, for a Spec Kit plan, its tasks.md: a worker's
-/// edit of them is discarded, with a warning.
+/// Judges one attempt (seed B.3 steps 1–5, 8), where `own` is the plan file and, for a Spec
+/// Kit plan, its tasks.md: a worker's edit of them is discarded, with a warning.
 pub fn judge_among(
     index: usize,
     task: &Task,

@@ -19,7 +19,9 @@ use crate::pure::said::{Halt, Said};
 
 mod judge;
 
-pub use judge::{judge, judge_among};
+#[cfg(test)]
+pub use judge::judge;
+pub use judge::judge_among;
 
 /// A task gets at most this many attempts.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -210,6 +212,7 @@ pub struct OwnFiles<'a> {
     pub task_list: Option<&'a str>,
 }
 
+#[cfg(test)]
 impl<'a> OwnFiles<'a> {
     /// A plan.json of its own, generated from no task list.
     pub fn plan(plan: &'a str) -> OwnFiles<'a> {

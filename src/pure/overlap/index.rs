@@ -78,6 +78,7 @@ impl FileIndex {
     }
 
     /// Number of distinct files.
+    #[cfg(test)]
     pub fn files(&self) -> usize {
         self.file_tasks.len()
     }

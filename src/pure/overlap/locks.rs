@@ -12,6 +12,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{FileIndex, OverlapMatrix};
 use crate::pure::graph::Dag;
+#[cfg(test)]
 use crate::pure::plan::model::Plan;
 
 /// The conflicts scheduling respects (computed ∪ declared), as file locks; linear in the plan.
@@ -24,6 +25,7 @@ pub struct Conflicts {
 
 impl Conflicts {
     /// The locks of a plan's declared files, and for v3 its `fileOverlaps`.
+    #[cfg(test)]
     pub fn of(plan: &Plan) -> Self {
         Conflicts {
             index: FileIndex::of(plan),

@@ -16,8 +16,10 @@ pub mod stream;
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
+#[cfg(test)]
 use serde_json::Value;
 
+#[cfg(test)]
 use crate::pure::graph::Dag;
 use crate::pure::plan::model::Plan;
 
@@ -97,12 +99,14 @@ impl OverlapMatrix {
 
     /// Computes the whole matrix from the tasks' declared files (small plans and tests: a
     /// large plan's matrix is streamed with [`Computed`]).
+    #[cfg(test)]
     pub fn compute(plan: &Plan, dag: &Dag) -> Self {
         let index = FileIndex::of(plan);
         Self::collect(Computed::new(&index, dag))
     }
 
     /// Holds the rows of a streamed matrix.
+    #[cfg(test)]
     pub fn collect(rows: Computed<'_>) -> Self {
         let mut offsets = vec![0];
         let mut data = Vec::new();
@@ -146,6 +150,7 @@ impl OverlapMatrix {
     }
 
     /// The seed's `fileOverlapMatrix` as a JSON value.
+    #[cfg(test)]
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("a matrix always serialises")
     }
@@ -153,6 +158,7 @@ impl OverlapMatrix {
 
 /// The seed's `fileOverlapMatrix`: keys are plan indices (JSON strings) in ascending order,
 /// only tasks with at least one conflict, values ascending.
+#[cfg(test)]
 impl Serialize for OverlapMatrix {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         Rows::Held(self).serialize(serializer)

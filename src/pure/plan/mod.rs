@@ -10,4 +10,4 @@ pub mod model;
 
 pub use error::{PlanError, PlanErrors};
 pub use load::parse;
-pub use model::{Plan, Status, Task};
+pub use model::Plan;

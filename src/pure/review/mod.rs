@@ -22,9 +22,10 @@ mod rules;
 
 pub use prompt::{ReviewInput, escalation_question, review_prompt};
 pub use reviewer::{program, reviewer_failure, reviewer_for};
+#[cfg(test)]
+use rules::{AfterRejection, after_rejection};
 pub use rules::{
-    AfterRejection, Concluded, Escalation, NextTree, after_rejection, conclude, feedback_section,
-    latest_word, start_for,
+    Concluded, Escalation, NextTree, conclude, feedback_section, latest_word, start_for,
 };
 
 /// Identical rejections in a row that stop the loop (the seed's `max_identical_rejections`).

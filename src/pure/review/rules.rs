@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 /// What follows a rejection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AfterRejection {
+pub(crate) enum AfterRejection {
     /// Try again (the runner decides the tree from the attempt number, see [`NextTree`]).
     Retry,
     /// Stop and ask the user.
@@ -28,7 +28,7 @@ pub enum Escalation {
 /// The seed's retry logic after attempt `attempt` was rejected, `history` already holding
 /// that rejection: no progress (the last three rejections identical) escalates at once;
 /// otherwise attempts below [`MAX_ATTEMPTS`] retry and the last one escalates.
-pub fn after_rejection(history: &[ReviewEntry], attempt: u32) -> AfterRejection {
+pub(crate) fn after_rejection(history: &[ReviewEntry], attempt: u32) -> AfterRejection {
     let recent: Vec<&ReviewEntry> = history
         .iter()
         .rev()

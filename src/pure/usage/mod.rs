@@ -60,7 +60,9 @@ pub use claude::claude_result;
 pub use codex::codex_events;
 pub use file::parse_usage_file;
 pub use gemini::gemini_json;
-pub use native::{Gathered, Native, from_output, gather};
+pub use native::gather;
+#[cfg(test)]
+use native::{Native, from_output};
 /// The variable naming the file a worker may report its usage in.
 pub const USAGE_FILE_VAR: &str = "DAGEXEC_USAGE_FILE";
 /// A model name is cut to this many characters.

@@ -89,7 +89,7 @@ pub(super) fn trailing_object(text: &str) -> Option<Value> {
 }
 
 /// [`claude_result`], else [`codex_events`], else [`gemini_json`].
-pub fn from_output(stdout: &str, stderr: &str) -> Option<Native> {
+pub(crate) fn from_output(stdout: &str, stderr: &str) -> Option<Native> {
     claude_result(stdout)
         .or_else(|| codex_events(stdout))
         .or_else(|| gemini_json(stdout, stderr))

@@ -110,10 +110,7 @@ impl RoundIndex {
 
     /// Takes `paths` out of the index (the work tree is not touched); absent ones are fine.
     pub fn remove(&self, paths: &[String]) -> Result<(), GitError> {
-        let paths = paths
-            .iter()
-            .map(|p| normalize(p))
-            .collect::<Result<Vec<_>, _>>()?;
+        let paths = super::super::paths::normalize_all(paths)?;
         if paths.is_empty() {
             return Ok(());
         }
