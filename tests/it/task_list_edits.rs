@@ -208,3 +208,37 @@ fn an_interrupt_names_the_stopped_task_by_its_task_list_id() {
         "{text}"
     );
 }
+
+/// A run refused before it starts (its worker program missing, a `--branch` git refuses)
+/// leaves the tree as it found it: the plan it generated from the task list
+/// (`.taskmaster/tasks/.dagexec/`) is not left behind untracked.
+#[test]
+fn a_refused_run_leaves_no_generated_plan_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), TASKS).unwrap();
+    commit_new(dir.path());
+    let refusals = [
+        local(dir.path())
+            .global(&["--plan", TM])
+            .worker("dagexec-no-such-worker-program"),
+        local(dir.path())
+            .global(&["--plan", TM])
+            .script(WORKER)
+            .args(["--branch", "bad..name"]),
+    ];
+    for run in refusals {
+        let out = run.run();
+        assert_ne!(out.code(), Some(0), "{}", out.text());
+        assert_eq!(
+            git(
+                dir.path(),
+                &["status", "--porcelain", "--untracked-files=all"]
+            ),
+            "",
+            "{}",
+            out.text()
+        );
+    }
+    assert!(!dir.path().join("done").exists());
+}
