@@ -242,3 +242,70 @@ fn a_refused_run_leaves_no_generated_plan_behind() {
     }
     assert!(!dir.path().join("done").exists());
 }
+
+/// Four tasks in a chain; task 2's worker plays the team: in the repository's work tree it
+/// cancels task 1 (already run and committed) and task 3 (not yet started), the way
+/// Taskmaster writes it.
+const CHAIN: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "a", "description": "a", "status": "pending", "dependencies": []},
+      {"id": 2, "title": "b", "description": "b", "status": "pending", "dependencies": [1]},
+      {"id": 3, "title": "c", "description": "c", "status": "pending", "dependencies": [2]},
+      {"id": 4, "title": "d", "description": "d", "status": "pending", "dependencies": [3]}
+    ]
+  }
+}
+"#;
+
+const CANCELS: &str = r#"id=$(sed -n 's/^## Task: \([^ ]*\) .*/\1/p' "$DAGEXEC_PROMPT_FILE" | head -n 1)
+if [ "$id" = 2 ]; then
+  sed -i -e 's/"title": "a", "description": "a", "status": "done"/"title": "a", "description": "a", "status": "cancelled"/' \
+    -e 's/"title": "c", "description": "c", "status": "pending"/"title": "c", "description": "c", "status": "cancelled"/' "$MAIN/.taskmaster/tasks/tasks.json"
+fi
+mkdir -p done && echo "$id" > "done/$id.txt"
+echo "COMPLETED: $id done"
+"#;
+
+/// A task the team cancels in its task list while the run runs is not started, nor what
+/// waits for it (rounds and eager alike), said in one line; a cancel of a task already run
+/// is named at the end (its work is committed).
+#[test]
+fn a_task_the_team_cancels_during_the_run_is_not_started() {
+    for schedule in ["rounds", "eager"] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+        std::fs::write(dir.path().join(TM), CHAIN).unwrap();
+        commit_new(dir.path());
+        let out = local(dir.path())
+            .global(&["--plan", TM])
+            .script(CANCELS)
+            .env("MAIN", dir.path())
+            .args(["--schedule", schedule])
+            .timeout("20s")
+            .run();
+        let log = out.text();
+        let files = git(
+            dir.path(),
+            &["ls-tree", "-r", "--name-only", "HEAD", "done"],
+        );
+        assert_eq!(files, "done/1.txt\ndone/2.txt\n", "{schedule}: {log}");
+        assert!(
+            log.contains(&format!("Not starting task(s) 3, nor 4 that wait(s) for it: {TM} in your work tree, edited during the run,")),
+            "{schedule}: {log}"
+        );
+        assert!(
+            log.contains(&format!("{TM} in your work tree, edited during the run, takes out 1 (cancelled, deferred, blocked or removed there), which this run had already completed")),
+            "{schedule}: {log}"
+        );
+        assert!(
+            log.contains(
+                "2 task(s) were not run because the task list, edited during the run, takes them"
+            ) && !log.contains("because a dependency failed"),
+            "{schedule}: {log}"
+        );
+        // The team's edit stays theirs: in the work tree, uncommitted.
+        let status = git(dir.path(), &["status", "--porcelain"]);
+        assert_eq!(status, format!(" M {TM}\n"), "{schedule}: {log}");
+    }
+}
