@@ -309,3 +309,38 @@ fn a_task_the_team_cancels_during_the_run_is_not_started() {
         assert_eq!(status, format!(" M {TM}\n"), "{schedule}: {log}");
     }
 }
+
+/// Spec Kit alike: a task the team ticks in tasks.md during the run (done by hand) is not run
+/// by it, nor what waits for it.
+#[test]
+fn a_task_the_team_ticks_in_tasks_md_during_the_run_is_not_started() {
+    const MD: &str = "specs/001-x/tasks.md";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("specs/001-x")).unwrap();
+    std::fs::write(
+        dir.path().join(MD),
+        "# Tasks\n\n- [ ] T001 One\n- [ ] T002 Two\n- [ ] T003 Three\n- [ ] T004 Four\n",
+    )
+    .unwrap();
+    commit_new(dir.path());
+    let out = local(dir.path())
+        .global(&["--plan", MD])
+        .script(&format!(
+            r#"if [ "$DAGEXEC_TASK_INDEX" = 1 ]; then sed -i 's/- \[ \] T003/- [x] T003/' "$MAIN/{MD}"; fi
+mkdir -p done && echo x > "done/$DAGEXEC_TASK_INDEX.txt"
+echo "COMPLETED: done""#
+        ))
+        .env("MAIN", dir.path())
+        .timeout("20s")
+        .run();
+    let log = out.text();
+    let files = git(
+        dir.path(),
+        &["ls-tree", "-r", "--name-only", "HEAD", "done"],
+    );
+    assert_eq!(files, "done/0.txt\ndone/1.txt\n", "{log}");
+    assert!(
+        log.contains("Not starting task(s) T003, nor T004 that wait(s) for it"),
+        "{log}"
+    );
+}
