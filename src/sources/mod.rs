@@ -359,7 +359,7 @@ pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<Str
         .map(|(i, _)| names.get(i).clone())
         .collect();
     let late = (!late.is_empty()).then(|| format!(
-        "{path} in your work tree, edited during the run, takes out {} (cancelled, deferred, blocked or removed there), which this run had already completed: their work is committed; revert it by hand if it should not stay.",
+        "{path} in your work tree, edited during the run, takes out {} (cancelled, deferred, blocked or removed there) after it completed: its work is committed; revert it by hand if it should not stay.",
         late.join(", ")
     ));
     let undo = undone(*format, path, work, plan);

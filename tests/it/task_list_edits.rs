@@ -295,7 +295,7 @@ fn a_task_the_team_cancels_during_the_run_is_not_started() {
             "{schedule}: {log}"
         );
         assert!(
-            log.contains(&format!("{TM} in your work tree, edited during the run, takes out 1 (cancelled, deferred, blocked or removed there), which this run had already completed")),
+            log.contains(&format!("{TM} in your work tree, edited during the run, takes out 1 (cancelled, deferred, blocked or removed there) after it completed: its work is committed")),
             "{schedule}: {log}"
         );
         assert!(
