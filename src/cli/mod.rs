@@ -89,7 +89,7 @@ pub fn main() -> ExitCode {
     // `--plan specs/001-x/tasks.md` (or another task list), `run --long-run DIR`, `--issue N`:
     // the plan generated from it.
     let given = loc.clone();
-    let (loc, _prepared) = match source_location(&cli.command, loc) {
+    let (loc, prepared) = match source_location(&cli.command, loc) {
         Ok(Some(l)) => l,
         Ok(None) => return Exit::Success.into(),
         Err(e) => {
@@ -102,6 +102,9 @@ pub fn main() -> ExitCode {
     let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout());
     let ran = commands::run(cli.command, &loc, &mut out);
     let _ = out.flush();
+    if let Some(p) = &prepared {
+        p.forget_unused();
+    }
     ran.unwrap_or_else(|e| {
         report(&e, &loc);
         Exit::Usage

@@ -120,7 +120,13 @@ pub fn gateway_config(
         .map_or_else(crate::edge::gateway::user_codex_file, |_| None);
     let mut warning = None;
     let codex = match user_codex {
-        Some((path, text)) => match crate::pure::gateway::codex::selected(&text) {
+        Some((path, text)) => match text
+            .map_err(|why| crate::pure::gateway::codex::CodexConfigError {
+                field: String::new(),
+                message: format!("cannot be read: {why}"),
+            })
+            .and_then(|t| crate::pure::gateway::codex::selected(&t))
+        {
             Ok(codex) => codex,
             Err(source) => {
                 let e = ConfigError::Codex {

@@ -214,6 +214,33 @@ impl Executor for Local<'_> {
         Ok(end.map_or(Integrated::Continue, Integrated::End))
     }
 
+    fn withdraw(&mut self, plan: &mut Plan) -> Result<(), RunError> {
+        let Some((path, tasks)) = crate::sources::withdrawn(self.repo, plan) else {
+            return Ok(());
+        };
+        let why = format!(
+            "{path} in your work tree, edited during the run, takes it out or marks it done (the next run reads it again)"
+        );
+        let waiting = crate::pure::update::withdraw(plan, self.dag, &tasks, &why);
+        let names = crate::pure::plan::ids::TaskNames::of(plan);
+        let list = |t: &[usize]| {
+            t.iter()
+                .map(|&i| names.get(i).clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let also = if waiting.is_empty() {
+            String::new()
+        } else {
+            format!(", nor {} that wait(s) for it", list(&waiting))
+        };
+        self.emit(Event::Note(format!(
+            "Not starting task(s) {}{also}: {why}.",
+            list(&tasks)
+        )));
+        Ok(())
+    }
+
     fn cancelled(&self) -> bool {
         *self.cancel.borrow()
     }

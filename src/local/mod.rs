@@ -7,6 +7,7 @@
 
 pub mod demo;
 mod executor;
+mod gateway;
 mod resume;
 
 use std::io::{self, BufRead, IsTerminal};
@@ -38,6 +39,11 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     }
     crate::flow::steps::review::check_programs(&plan, &opts.settings, &opts.root)
         .map_err(RunError::Other)?;
+    // The model gateway's settings and the user's Codex configuration it follows, before
+    // anything is written (a branch made, a round recovered); warned about once, here.
+    if let Some((_, Some(warning), _)) = gateway::config(&plan, opts)? {
+        eprintln!("warning: {warning}");
+    }
     let repo = Arc::new(open_repo(opts)?);
     repo.head()?;
     let _lock = take_lock(&repo, ui)?;
@@ -88,7 +94,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     }
     let scratch = prepare_state(&repo)?;
     let (runtime, cancel_rx, stopped_by) = start_runtime()?;
-    let gateway = start_gateway(&runtime, &plan, opts)?;
+    let gateway = gateway::start(&runtime, &plan, opts)?;
     let pool = Arc::new(attempt::Pool {
         gateway,
         ..attempt::Pool::default()
@@ -161,42 +167,6 @@ fn keep_live_spend(
     }
     crate::flow::live::clear(repo.common_dir());
     Ok(())
-}
-
-/// dagexec's model gateway for this run's workers (`gateway: off` in .design/dagexec.yml or
-/// `DAGEXEC_GATEWAY=off`: none): the providers' keys and base URLs from dagexec's
-/// environment, the run's `max-cost` against what the plan recorded before, the per-task
-/// cap and the request cap of the settings.
-fn start_gateway(
-    runtime: &tokio::runtime::Runtime,
-    plan: &Plan,
-    opts: &RunOptions,
-) -> Result<Option<Arc<crate::edge::gateway::Gateway>>, RunError> {
-    use crate::edge::gateway::Gateway;
-    let file = crate::flow::settings::read_file_config(&opts.root)
-        .map_err(|e| RunError::Other(format!("{e}")))?;
-    let env = |k: &str| std::env::var(k).ok();
-    let settings = crate::flow::settings::gateway(&env, &file)
-        .map_err(|e| RunError::Other(format!("{e} ({})", e.hint())))?;
-    if !settings.on {
-        return Ok(None);
-    }
-    let (config, warning) = crate::flow::settings::gateway_config(
-        &env,
-        plan,
-        opts.settings.max_cost,
-        &settings,
-        &opts.settings.worker,
-    )
-    .map_err(|e| RunError::Other(format!("{e} ({})", e.hint())))?;
-    if let Some(w) = warning {
-        eprintln!("warning: {w}");
-    }
-    let gateway = runtime.block_on(Gateway::start(config)).map_err(|e| {
-        RunError::Other(format!("cannot start the model gateway on 127.0.0.1: {e}"))
-    })?;
-    gateway.pace(&settings.rates);
-    Ok(Some(Arc::new(gateway)))
 }
 
 /// Before `run` reads the work tree's plan as gone (archived, or never written): a round

@@ -143,6 +143,39 @@ pub fn reopen_stale_skips(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
     reopen(plan, dag, |_| true)
 }
 
+/// How the result of a task [`withdraw`] skipped starts.
+pub const NOT_RUN: &str = "not run: ";
+
+/// Tasks the team took out of the run while it ran (`tasks`, by `why`: its task list, edited
+/// in the work tree, no longer leaves them open): each is skipped, and so is every pending
+/// task that waits for one, directly or not — none of them starts in this run. The next
+/// reading of the list reopens every skip ([`reopen_stale_skips`]), so the team's file, as
+/// committed then, decides. Returns the tasks skipped because they wait, ascending.
+pub fn withdraw(plan: &mut Plan, dag: &Dag, tasks: &[usize], why: &str) -> Vec<usize> {
+    let skip = |t: &mut Task, why: String| {
+        t.status = Status::Skipped;
+        t.result = Some(format!("{NOT_RUN}{why}"));
+    };
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
+    let mut waiting = Vec::new();
+    let mut stack = tasks.to_vec();
+    for &t in tasks {
+        skip(&mut plan.tasks[t], why.to_string());
+    }
+    while let Some(t) = stack.pop() {
+        for &d in dag.dependents(t) {
+            let task = &mut plan.tasks[d as usize];
+            if task.status == Status::Pending {
+                skip(task, format!("it waits for task {}", names.get(t)));
+                waiting.push(d as usize);
+                stack.push(d as usize);
+            }
+        }
+    }
+    waiting.sort_unstable();
+    waiting
+}
+
 /// The skipped tasks `which` picks are pending again, then the cascade skips those whose chain
 /// still reaches a failed or blocked task; the others' skip results are cleared. Returns them
 /// (joins aside), ascending.

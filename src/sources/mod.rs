@@ -280,22 +280,102 @@ mod order_tests;
 #[cfg(test)]
 pub(crate) mod testing;
 
-/// At the end of a run of a generated plan: when the task list in the work tree is an edit
-/// made during the run (it differs from the committed one), what committing it as it is would
-/// undo — the units this run completed that it does not mark done — and how to keep them.
-/// `None` when there is nothing to say.
-pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<String> {
+/// A generated plan's task list in the work tree, when it is an edit made during the run (it
+/// differs from the committed one): its format, path and text.
+fn edited(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<(Format, String, String)> {
     let format = Format::of_plan(plan)?;
     let path = own_file(plan)?;
     let work = std::fs::read_to_string(repo.root().join(&path)).ok()?;
     let head = String::from_utf8(repo.read_at("HEAD", &path).ok()??).ok()?;
-    if work == head {
-        return None;
+    (work != head).then_some((format, path, work))
+}
+
+/// The tasks of `plan` the edited list `work` (at `path`, [`edited`]) takes out — absent from
+/// its plan: Taskmaster's `cancelled`, `deferred`, `blocked` (and what waits for those), a
+/// task removed — or marks done, by plan index, with whether they are done there; `None`
+/// when it does not read.
+fn settled_by_edit(
+    root: &Path,
+    plan: &Plan,
+    (format, path, work): &(Format, String, String),
+) -> Option<Vec<(usize, bool)>> {
+    let reader = format.reader();
+    let (plan_rel, dir) = (
+        generated::plan_rel_of(path),
+        root.join(generated::dir_of(path)),
+    );
+    let cx = Context {
+        root,
+        dir: &dir,
+        rel: path,
+        plan_rel: &plan_rel,
+    };
+    let mut built = reader.build(&cx, work).ok()?;
+    reader.stamp(&mut built, path);
+    let field = reader.field();
+    let theirs: std::collections::BTreeMap<String, bool> =
+        generated::identities(&built.plan, field)
+            .into_iter()
+            .zip(&built.plan.tasks)
+            .map(|((id, _), t)| (id, t.status == Status::Completed))
+            .collect();
+    let settled = generated::identities(plan, field)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, (id, _))| match theirs.get(&id) {
+            None => Some((i, false)),
+            Some(true) => Some((i, true)),
+            Some(false) => None,
+        })
+        .collect();
+    Some(settled)
+}
+
+/// During a run of a generated plan: its pending tasks that the task list in the work tree,
+/// edited since the run started, takes out of the run or marks done (which the next run would
+/// honour), by plan index; with the list's path.
+pub fn withdrawn(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<(String, Vec<usize>)> {
+    let edit = edited(repo, plan)?;
+    let settled = settled_by_edit(repo.root(), plan, &edit)?;
+    let open = |i: &usize| plan.tasks[*i].status == Status::Pending && !plan.tasks[*i].join;
+    let tasks: Vec<usize> = settled.into_iter().map(|(i, _)| i).filter(open).collect();
+    (!tasks.is_empty()).then_some((edit.1, tasks))
+}
+
+/// At the end of a run of a generated plan: when the task list in the work tree is an edit
+/// made during the run (it differs from the committed one), what came too late — the
+/// completed tasks it takes out (cancelled, deferred, blocked, removed), whose work is
+/// committed — and what committing it as it is would undo — the units this run completed
+/// that it does not mark done — and how to keep them. `None` when there is nothing to say.
+pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<String> {
+    let edit = edited(repo, plan)?;
+    let (format, path, work) = &edit;
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
+    let late: Vec<String> = settled_by_edit(repo.root(), plan, &edit)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&(i, done)| !done && !plan.tasks[i].join)
+        .filter(|&(i, _)| plan.tasks[i].status == Status::Completed)
+        .map(|(i, _)| names.get(i).clone())
+        .collect();
+    let late = (!late.is_empty()).then(|| format!(
+        "{path} in your work tree, edited during the run, takes out {} (cancelled, deferred, blocked or removed there) after it completed: its work is committed; revert it by hand if it should not stay.",
+        late.join(", ")
+    ));
+    let undo = undone(*format, path, work, plan);
+    match (late, undo) {
+        (Some(l), Some(u)) => Some(format!("{l}\n{u}")),
+        (l, u) => l.or(u),
     }
+}
+
+/// What committing the edited list `work` as it is would undo: the units this run completed
+/// that it does not mark done, and how to keep them.
+fn undone(format: Format, path: &str, work: &str, plan: &Plan) -> Option<String> {
     let reader = format.reader();
     let done = completed_ids(plan);
     let meta = generated::meta_of(plan);
-    let marks_done = |ids: &BTreeSet<String>| reader.write_back(&work, ids, &meta).ok();
+    let marks_done = |ids: &BTreeSet<String>| reader.write_back(work, ids, &meta).ok();
     if marks_done(&done)? == work {
         return None;
     }
@@ -310,7 +390,7 @@ pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<Str
     if missing.is_empty() {
         return None;
     }
-    let name = path.rsplit('/').next().unwrap_or(&path);
+    let name = path.rsplit('/').next().unwrap_or(path);
     let keep = reader.mark_done_hint(&missing);
     Some(format!(
         "{path} in your work tree is an edit made during the run, left uncommitted; it does not mark done {} that this run completed and committed. Committing your {name} as it is would undo that (the next run runs them again): {keep}, then commit it.",

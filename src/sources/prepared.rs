@@ -66,6 +66,18 @@ pub struct Prepared {
     /// What reading the issues found (`Source::Issues`, when they were read rather than the
     /// committed plan used): the Action's status comment on the parent lists it.
     pub read: Option<issues::read::ReadReport>,
+    /// What writing the plan created (its folder, else the file) and the plan's hash as
+    /// written: [`Prepared::forget_unused`].
+    pub(crate) created: Option<(PathBuf, u64)>,
+}
+
+/// What writing a plan at `plan_path` would create: its folder when that is missing, else
+/// the file when that is.
+pub(crate) fn created_by(plan_path: &Path) -> Option<PathBuf> {
+    match plan_path.parent() {
+        Some(dir) if !dir.exists() => Some(dir.to_path_buf()),
+        _ => (!plan_path.exists()).then(|| plan_path.to_path_buf()),
+    }
 }
 
 impl Prepared {
@@ -79,6 +91,32 @@ impl Prepared {
             scratch,
             archived: false,
             read: None,
+            created: None,
+        }
+    }
+
+    /// Notes that writing the plan created `created` ([`created_by`], taken before), with
+    /// the plan as it is now.
+    pub(crate) fn creating(self, created: Option<PathBuf>) -> Self {
+        let written = std::fs::read(&self.plan).ok();
+        let created = created.zip(written.map(|b| crate::pure::hash::fnv1a(&b)));
+        Prepared { created, ..self }
+    }
+
+    /// After the command: what preparing created is removed again when the plan is still as
+    /// it was written — a run refused before it started leaves the tree as it found it.
+    pub fn forget_unused(&self) {
+        let Some((created, hash)) = &self.created else {
+            return;
+        };
+        let unchanged =
+            std::fs::read(&self.plan).is_ok_and(|b| crate::pure::hash::fnv1a(&b) == *hash);
+        let Some(base) = created.parent().filter(|_| unchanged) else {
+            return;
+        };
+        if crate::edge::fsx::remove_file(base, &self.plan).is_ok() && *created != self.plan {
+            // Only when empty; removing a directory never follows a link.
+            let _ = std::fs::remove_dir(created);
         }
     }
 

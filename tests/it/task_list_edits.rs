@@ -208,3 +208,139 @@ fn an_interrupt_names_the_stopped_task_by_its_task_list_id() {
         "{text}"
     );
 }
+
+/// A run refused before it starts (its worker program missing, a `--branch` git refuses)
+/// leaves the tree as it found it: the plan it generated from the task list
+/// (`.taskmaster/tasks/.dagexec/`) is not left behind untracked.
+#[test]
+fn a_refused_run_leaves_no_generated_plan_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), TASKS).unwrap();
+    commit_new(dir.path());
+    let refusals = [
+        local(dir.path())
+            .global(&["--plan", TM])
+            .worker("dagexec-no-such-worker-program"),
+        local(dir.path())
+            .global(&["--plan", TM])
+            .script(WORKER)
+            .args(["--branch", "bad..name"]),
+    ];
+    for run in refusals {
+        let out = run.run();
+        assert_ne!(out.code(), Some(0), "{}", out.text());
+        assert_eq!(
+            git(
+                dir.path(),
+                &["status", "--porcelain", "--untracked-files=all"]
+            ),
+            "",
+            "{}",
+            out.text()
+        );
+    }
+    assert!(!dir.path().join("done").exists());
+}
+
+/// Four tasks in a chain; task 2's worker plays the team: in the repository's work tree it
+/// cancels task 1 (already run and committed) and task 3 (not yet started), the way
+/// Taskmaster writes it.
+const CHAIN: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "a", "description": "a", "status": "pending", "dependencies": []},
+      {"id": 2, "title": "b", "description": "b", "status": "pending", "dependencies": [1]},
+      {"id": 3, "title": "c", "description": "c", "status": "pending", "dependencies": [2]},
+      {"id": 4, "title": "d", "description": "d", "status": "pending", "dependencies": [3]}
+    ]
+  }
+}
+"#;
+
+const CANCELS: &str = r#"id=$(sed -n 's/^## Task: \([^ ]*\) .*/\1/p' "$DAGEXEC_PROMPT_FILE" | head -n 1)
+if [ "$id" = 2 ]; then
+  sed -i -e 's/"title": "a", "description": "a", "status": "done"/"title": "a", "description": "a", "status": "cancelled"/' \
+    -e 's/"title": "c", "description": "c", "status": "pending"/"title": "c", "description": "c", "status": "cancelled"/' "$MAIN/.taskmaster/tasks/tasks.json"
+fi
+mkdir -p done && echo "$id" > "done/$id.txt"
+echo "COMPLETED: $id done"
+"#;
+
+/// A task the team cancels in its task list while the run runs is not started, nor what
+/// waits for it (rounds and eager alike), said in one line; a cancel of a task already run
+/// is named at the end (its work is committed).
+#[test]
+fn a_task_the_team_cancels_during_the_run_is_not_started() {
+    for schedule in ["rounds", "eager"] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+        std::fs::write(dir.path().join(TM), CHAIN).unwrap();
+        commit_new(dir.path());
+        let out = local(dir.path())
+            .global(&["--plan", TM])
+            .script(CANCELS)
+            .env("MAIN", dir.path())
+            .args(["--schedule", schedule])
+            .timeout("20s")
+            .run();
+        let log = out.text();
+        let files = git(
+            dir.path(),
+            &["ls-tree", "-r", "--name-only", "HEAD", "done"],
+        );
+        assert_eq!(files, "done/1.txt\ndone/2.txt\n", "{schedule}: {log}");
+        assert!(
+            log.contains(&format!("Not starting task(s) 3, nor 4 that wait(s) for it: {TM} in your work tree, edited during the run,")),
+            "{schedule}: {log}"
+        );
+        assert!(
+            log.contains(&format!("{TM} in your work tree, edited during the run, takes out 1 (cancelled, deferred, blocked or removed there) after it completed: its work is committed")),
+            "{schedule}: {log}"
+        );
+        assert!(
+            log.contains(
+                "2 task(s) were not run because the task list, edited during the run, takes them"
+            ) && !log.contains("because a dependency failed"),
+            "{schedule}: {log}"
+        );
+        // The team's edit stays theirs: in the work tree, uncommitted.
+        let status = git(dir.path(), &["status", "--porcelain"]);
+        assert_eq!(status, format!(" M {TM}\n"), "{schedule}: {log}");
+    }
+}
+
+/// Spec Kit alike: a task the team ticks in tasks.md during the run (done by hand) is not run
+/// by it, nor what waits for it.
+#[test]
+fn a_task_the_team_ticks_in_tasks_md_during_the_run_is_not_started() {
+    const MD: &str = "specs/001-x/tasks.md";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("specs/001-x")).unwrap();
+    std::fs::write(
+        dir.path().join(MD),
+        "# Tasks\n\n- [ ] T001 One\n- [ ] T002 Two\n- [ ] T003 Three\n- [ ] T004 Four\n",
+    )
+    .unwrap();
+    commit_new(dir.path());
+    let out = local(dir.path())
+        .global(&["--plan", MD])
+        .script(&format!(
+            r#"if [ "$DAGEXEC_TASK_INDEX" = 1 ]; then sed -i 's/- \[ \] T003/- [x] T003/' "$MAIN/{MD}"; fi
+mkdir -p done && echo x > "done/$DAGEXEC_TASK_INDEX.txt"
+echo "COMPLETED: done""#
+        ))
+        .env("MAIN", dir.path())
+        .timeout("20s")
+        .run();
+    let log = out.text();
+    let files = git(
+        dir.path(),
+        &["ls-tree", "-r", "--name-only", "HEAD", "done"],
+    );
+    assert_eq!(files, "done/0.txt\ndone/1.txt\n", "{log}");
+    assert!(
+        log.contains("Not starting task(s) T003, nor T004 that wait(s) for it"),
+        "{log}"
+    );
+}

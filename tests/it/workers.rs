@@ -583,3 +583,53 @@ esac"#,
         .collect();
     insta::assert_snapshot!(reasons.join("\n"));
 }
+
+/// A Codex worker whose configuration the model gateway cannot follow — a provider it refuses,
+/// or a `config.toml` it cannot read — is refused with the other pre-start checks, before
+/// anything is written: `--branch` made no branch, the tree is as it was, and the error names
+/// the file, the field and the fix.
+#[test]
+fn a_broken_codex_configuration_is_refused_before_anything_is_written() {
+    let home = tempfile::tempdir().unwrap();
+    let codex = home.path().join(".codex/config.toml");
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // Codex is installed: a stand-in on PATH.
+    std::fs::write(bin.join("codex"), "#!/bin/sh\nexit 1\n").unwrap();
+    let exe = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(bin.join("codex"), exe).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    std::fs::create_dir_all(codex.parent().unwrap()).unwrap();
+    std::fs::write(&codex, "model_provider = \"nowhere\"\n").unwrap();
+    let broken = [
+        "model_provider: \"nowhere\" names no [model_providers.nowhere] table",
+        "cannot be read",
+    ];
+    for said in broken {
+        if said == "cannot be read" {
+            std::fs::remove_file(&codex).unwrap();
+            std::fs::create_dir_all(&codex).unwrap();
+        }
+        let dir = repo(&["a.txt"]);
+        let out = local(dir.path())
+            .worker("codex")
+            .args(["--branch", "feature"])
+            .env("HOME", home.path())
+            .env("PATH", &path)
+            .env_remove("CODEX_HOME")
+            .env_remove("OPENAI_BASE_URL")
+            .run();
+        let log = out.expect_code(2);
+        assert!(
+            log.contains(&format!("{}: {said}", codex.display()))
+                && log.contains("OPENAI_BASE_URL"),
+            "{log}"
+        );
+        assert_eq!(
+            git(dir.path(), &["branch", "--list", "feature"]),
+            "",
+            "{log}"
+        );
+        assert_eq!(git(dir.path(), &["status", "--porcelain"]), "", "{log}");
+    }
+}

@@ -447,8 +447,8 @@ pub const PROVIDER_VARS: [&str; 14] = [
 /// user's Codex provider reads its key and headers from (`env_key`, `env_http_headers`).
 pub fn withheld_vars() -> Vec<String> {
     let mut vars: Vec<String> = PROVIDER_VARS.iter().map(|v| (*v).to_string()).collect();
-    if let Some(Ok(Some(p))) =
-        user_codex_file().map(|(_, text)| crate::pure::gateway::codex::selected(&text))
+    if let Some(Ok(Some(p))) = user_codex_file()
+        .and_then(|(_, text)| text.ok().map(|t| crate::pure::gateway::codex::selected(&t)))
     {
         vars.extend(p.env_key);
         vars.extend(p.env_http_headers.into_values());
@@ -483,7 +483,9 @@ impl Pass {
     ) -> std::io::Result<Vec<(String, String)>> {
         let url = &self.url;
         std::fs::create_dir_all(codex_home)?;
-        let user = user_codex_file().map(|(_, text)| text).unwrap_or_default();
+        let user = user_codex_file()
+            .and_then(|(_, text)| text.ok())
+            .unwrap_or_default();
         let config = codex_config(&user, url);
         // A scratch file of this attempt alone: written once, never through a link (one left
         // there is replaced), without the sync a durable write pays (it cost the Action's
@@ -552,17 +554,21 @@ pub fn pass_for(
 pub const URL_VAR: &str = "DAGEXEC_GATEWAY";
 
 /// The user's own Codex configuration, to build an attempt's on, and where it was read:
-/// `$CODEX_HOME/config.toml`, else `~/.codex/config.toml` (at most 1 MiB).
-pub fn user_codex_file() -> Option<(std::path::PathBuf, String)> {
+/// `$CODEX_HOME/config.toml`, else `~/.codex/config.toml` (at most 1 MiB); `Err`: why a file
+/// that is there cannot be read (Codex could not read it either).
+pub fn user_codex_file() -> Option<(std::path::PathBuf, Result<String, String>)> {
     let home = std::env::var_os("CODEX_HOME")
         .filter(|h| !h.is_empty())
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".codex")))?;
     let path = home.join("config.toml");
-    let meta = std::fs::metadata(&path).ok()?;
-    let text = (meta.is_file() && meta.len() <= 1 << 20)
-        .then(|| std::fs::read_to_string(&path).ok())
-        .flatten()?;
+    let text = match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => Err(e.to_string()),
+        Ok(m) if !m.is_file() => Err("not a file".into()),
+        Ok(m) if m.len() > 1 << 20 => Err("larger than 1 MiB".into()),
+        Ok(_) => std::fs::read_to_string(&path).map_err(|e| e.to_string()),
+    };
     Some((path, text))
 }
 

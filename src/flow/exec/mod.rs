@@ -303,6 +303,13 @@ pub trait Executor {
     fn held(&mut self, _plan: &Plan, _landing: &[usize]) -> Held {
         Held::default()
     }
+    /// Before a round, or an eager pick: the pending tasks the team took out of the run since
+    /// it started (locally, its task list edited in the work tree) are marked so that none
+    /// starts ([`crate::pure::update::withdraw`]) and said; the next run reads the list again.
+    /// Nothing by default.
+    fn withdraw(&mut self, _plan: &mut Plan) -> Result<(), Self::Error> {
+        Ok(())
+    }
     /// Waits `_for` with nothing running, while only held tasks could start.
     async fn pause(&mut self, _for: std::time::Duration) {}
     /// Whether the run was asked to stop (checked between rounds).

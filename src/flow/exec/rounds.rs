@@ -45,6 +45,7 @@ impl RoundLoop<'_> {
     ) -> Result<(Ending, u32), X::Error> {
         let mut standing = Standing::default();
         loop {
+            x.withdraw(plan)?;
             let batch = match self.next_batch(x, plan) {
                 Ok(batch) => batch,
                 Err(ending) => return Ok((ending, round)),

@@ -225,7 +225,9 @@ impl<'a> OwnFiles<'a> {
 
 /// Changed files the task did not declare (its own work log excepted), with dagexec's own
 /// files called out — the plan and the task list it was generated from: the runner discards
-/// a worker's edit of them.
+/// a worker's edit of them. The seed's rule is about undeclared files beside declared ones: a
+/// task that declares none (a Taskmaster task, an issue) has no "unexpected" file, only
+/// dagexec's own.
 pub fn unexpected_files_among(
     index: usize,
     task: &Task,
@@ -238,6 +240,7 @@ pub fn unexpected_files_among(
         .changed
         .iter()
         .filter(|f| !declared.contains(f.as_str()) && **f != own_log)
+        .filter(|f| !declared.is_empty() || *f == own.plan || Some(f.as_str()) == own.task_list)
         .map(|f| {
             if f == own.plan {
                 format!("edited {f} (the edit is discarded; only dagexec writes the plan)")
@@ -860,6 +863,26 @@ mod tests {
                 "edited .design/plan.json (the edit is discarded; only dagexec writes the plan)",
                 "unexpected file changed: README.md",
             ]
+        );
+    }
+
+    /// A task that declares no files (a Taskmaster task, an issue) has no undeclared file
+    /// beside declared ones: nothing it changes is "unexpected", its edit of the plan still is
+    /// said. One that declares files keeps the warning (the test above).
+    #[test]
+    fn a_task_declaring_no_files_has_no_unexpected_file() {
+        let p = plan();
+        let mut task = p.tasks[1].clone();
+        task.metadata = None;
+        assert_eq!(task.files().count(), 0, "the task declares nothing");
+        let mut r = report("COMPLETED: done");
+        r.changed = ["README.md", ".design/plan.json", "src/x.ts"]
+            .map(String::from)
+            .into();
+        let v = judge(1, &task, &r, ".design/plan.json");
+        assert_eq!(
+            v.warnings,
+            ["edited .design/plan.json (the edit is discarded; only dagexec writes the plan)"]
         );
     }
 

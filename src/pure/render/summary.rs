@@ -202,6 +202,26 @@ fn follow_ups(plan: &Plan, reader: Audience) -> Vec<String> {
             _ => {}
         }
     }
+    out.extend(skipped_lines(plan));
+    let pending = plan.count(Status::Pending);
+    if pending > 0 {
+        out.push(format!(
+            "{pending} task(s) did not start; running again resumes from the plan as it stands."
+        ));
+    }
+    // Attempts the stop left running (eager: the breaker ends a run with work in flight).
+    let running = plan.count(Status::InProgress);
+    if running > 0 {
+        out.push(format!(
+            "{running} task(s) were still in progress when the run stopped; running again picks them up (on GitHub, their runs in flight are adopted)."
+        ));
+    }
+    out
+}
+/// What the summary says of the skipped tasks that wait (behind a deferred task, taken out by
+/// an edit of the task list during the run, behind a failure), as counts.
+fn skipped_lines(plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
     let after_deferred = |t: &&&crate::pure::plan::model::Task| {
         t.result
             .as_deref()
@@ -218,23 +238,23 @@ fn follow_ups(plan: &Plan, reader: Audience) -> Vec<String> {
             "{behind} task(s) were skipped because a task they depend on was deferred; set them back to \"pending\" with it."
         ));
     }
-    let skipped = waiting.len() - behind;
+    let withdrawn = waiting
+        .iter()
+        .filter(|t| {
+            t.result
+                .as_deref()
+                .is_some_and(|r| r.starts_with(crate::pure::update::NOT_RUN))
+        })
+        .count();
+    if withdrawn > 0 {
+        out.push(format!(
+            "{withdrawn} task(s) were not run because the task list, edited during the run, takes them (or what they wait for) out; commit the edit, or undo it, and run again."
+        ));
+    }
+    let skipped = waiting.len() - behind - withdrawn;
     if skipped > 0 {
         out.push(format!(
             "{skipped} task(s) were skipped because a dependency failed or was blocked; they are pending again when the task they depend on is retried or answered."
-        ));
-    }
-    let pending = plan.count(Status::Pending);
-    if pending > 0 {
-        out.push(format!(
-            "{pending} task(s) did not start; running again resumes from the plan as it stands."
-        ));
-    }
-    // Attempts the stop left running (eager: the breaker ends a run with work in flight).
-    let running = plan.count(Status::InProgress);
-    if running > 0 {
-        out.push(format!(
-            "{running} task(s) were still in progress when the run stopped; running again picks them up (on GitHub, their runs in flight are adopted)."
         ));
     }
     out

@@ -347,6 +347,9 @@ pub fn prepare(
             "",
         )]
     };
+    let created = write
+        .then(|| super::prepared::created_by(&plan_path))
+        .flatten();
     if write && let Some(parent) = plan_path.parent() {
         crate::edge::fsx::create_dir_all(&root_c, parent).map_err(|e| failed(parent, &e))?;
     }
@@ -355,7 +358,8 @@ pub fn prepare(
     Ok(Prepared {
         warnings,
         ..prepared
-    })
+    }
+    .creating(created))
 }
 
 /// `path` (absolute, or relative to `root`) and `root`, canonical, and the path relative to

@@ -273,7 +273,11 @@ pub fn prepare(root: &Path, dir: &Path, write: bool) -> Result<Prepared, LongRun
         folder::carry_over(&mut plan, &old)?;
     }
     folder::skip_after_deferred(&mut plan);
+    let created = write
+        .then(|| super::prepared::created_by(&plan_path))
+        .flatten();
     Prepared::save(&plan, plan_path, format!("{state}/plan.json"), write)
+        .map(|p| p.creating(created))
         .map_err(|(path, source)| LongRunError::Write { path, source })
 }
 
