@@ -105,10 +105,13 @@ impl Publisher<'_> {
     }
 
     /// Whether GitHub has a run of the workflow dispatched on the branch from the commit
-    /// checked out, other than this one: a re-run's earlier attempt (carrying on from its
-    /// push, or stale as it is) dispatched the next run already. A dispatch is sent at most
-    /// once, since GitHub keeps one pending run per concurrency group and a newer one cancels
-    /// it. When GitHub cannot list the runs, it is said, and the run is dispatched.
+    /// checked out, other than this one, that carries the branch on — not yet completed
+    /// (`requested`, `waiting`, `pending`, `queued`, `in_progress`) or completed with
+    /// `success`: a re-run's earlier attempt (carrying on from its push, or stale as it is)
+    /// dispatched the next run already. A dispatch is sent at most once, since GitHub keeps
+    /// one pending run per concurrency group and a newer one cancels it; one that failed or
+    /// was cancelled carries nothing on, so another is sent. When GitHub cannot list the runs,
+    /// it is said, and the run is dispatched.
     async fn dispatched_already(&self, c: &Client) -> Result<bool, ActionError> {
         let (ui, tip) = (self.ui, self.repo.head()?);
         let runs = match c
@@ -125,7 +128,13 @@ impl Publisher<'_> {
         };
         let mine =
             |r: &&crate::edge::github::runs::WorkflowRun| r.id.to_string() == self.ctx.run_id;
-        let Some(run) = runs.iter().find(|r| r.head_sha == tip && !mine(r)) else {
+        let carries_on = |r: &&crate::edge::github::runs::WorkflowRun| {
+            !r.completed() || r.conclusion.as_deref() == Some("success")
+        };
+        let found = runs
+            .iter()
+            .find(|r| r.head_sha == tip && !mine(r) && carries_on(r));
+        let Some(run) = found else {
             return Ok(false);
         };
         ui.say(format!(

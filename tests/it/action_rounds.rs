@@ -868,6 +868,32 @@ fn a_re_run_of_a_finalize_that_had_dispatched_dispatches_nothing_again() {
     lab.gh.assert_clean();
 }
 
+/// Finalize killed after it dispatched round 2, whose run then failed at once (or was
+/// cancelled): that run did not carry the branch on, so the re-run dispatches round 2 again.
+/// Only a queued, running or successful run of the workflow from that commit counts as
+/// dispatched (GitHub's run states: `requested`, `waiting`, `pending`, `queued`,
+/// `in_progress`, then `completed` with a conclusion).
+#[test]
+fn a_re_run_of_a_finalize_whose_dispatched_run_failed_dispatches_again() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        WRITES_ITS_FILE,
+    );
+    lab.set_env("DAGEXEC_FAILPOINT", "status:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    assert_eq!(lab.dispatches(), 1, "{log}");
+    let next = lab.gh.state().dispatches[0].run_id;
+    lab.gh.finish_run(next, "failure", Vec::new());
+    let text = lab.rerun_finalize(1, &round.planned);
+    assert_eq!(lab.dispatches(), 2, "not dispatched again:\n{text}");
+    lab.gh.assert_clean();
+}
+
 /// Finalize of the last round wrote the `success` check run, then GitHub failed the pull
 /// request's "ready for review" until the job failed: its re-run marks it ready and writes
 /// no second check run for the same commit.
