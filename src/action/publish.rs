@@ -250,29 +250,40 @@ impl Publisher<'_> {
             }
             return Ok(Published::default());
         };
-        let pr = self.pull_request(c, plan, links, stop).await?;
-        println!("Pull request #{}: {}", pr.number, pr.html_url);
-        let at = self.marked(c, pr.number).await?;
-        self.ask(&at, plan, preflight).await?;
-        // A re-run whose killed attempt heeded `/execute abort` finds the abort's record saying so.
-        let aborted = steering::abort_confirmed(c, pr.number, &at.marked, self.ctx).await?;
-        let dispatched =
-            more && !aborted && !(on_branch.is_some() && self.dispatched_already(c).await?);
-        if dispatched {
-            super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
+        let published: Result<Published, ActionError> = async {
+            let pr = self.pull_request(c, plan, links, stop).await?;
+            println!("Pull request #{}: {}", pr.number, pr.html_url);
+            let at = self.marked(c, pr.number).await?;
+            self.ask(&at, plan, preflight).await?;
+            // A re-run whose killed attempt heeded `/execute abort` finds the abort's record saying so.
+            let aborted = steering::abort_confirmed(c, pr.number, &at.marked, self.ctx).await?;
+            let dispatched =
+                more && !aborted && !(on_branch.is_some() && self.dispatched_already(c).await?);
+            if dispatched {
+                let branch = &self.round.branch;
+                super::dispatch_round(c, self.inputs, branch, branch).await?;
+            }
+            self.write_status(&at, plan, links, more && aborted).await?;
+            // The crash tests' kill -9 once the status comment consumed an abort.
+            crate::flow::failpoint("status", self.round.round);
+            if let Some(s) = stop {
+                self.check_run(c, plan, s, &pr).await?;
+            }
+            Ok(Published {
+                pr: Some(pr.number),
+                dispatched,
+                aborted,
+                ..Published::default()
+            })
         }
-        self.write_status(&at, plan, links, more && aborted).await?;
-        // The crash tests' kill -9 once the status comment consumed an abort.
-        crate::flow::failpoint("status", self.round.round);
-        if let Some(s) = stop {
-            self.check_run(c, plan, s, &pr).await?;
+        .await;
+        if published.is_err() && self.schedule == crate::pure::engine::Schedule::Rounds {
+            self.ui.say(format!(
+                "The round is pushed to {}: re-running this job is safe — it finds that push, finishes the pull request, its comments and the check run without writing any twice, and dispatches the next run only if none was dispatched from it.",
+                self.round.branch
+            ));
         }
-        Ok(Published {
-            pr: Some(pr.number),
-            dispatched,
-            aborted,
-            ..Published::default()
-        })
+        published
     }
 
     /// The conductor's commit of a batch of arrivals, while runs may wait for it: pushed

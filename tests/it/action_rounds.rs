@@ -921,6 +921,26 @@ fn a_re_run_of_a_finalize_that_wrote_its_check_run_writes_none_again() {
     lab.gh.assert_clean();
 }
 
+/// A finalize that fails after its push (GitHub failing "ready for review" until it gives
+/// up) says in its failure that re-running the job is safe and what the re-run does.
+#[test]
+fn a_finalize_failing_after_its_push_says_a_re_run_carries_on() {
+    let mut lab = lab_with_worker(vec![task("one", &["t1.txt"], &[])], WRITES_ITS_FILE);
+    lab.set_env("DAGEXEC_API_RETRY_BASE", "10ms");
+    lab.set_env("DAGEXEC_API_RETRY_CAP", "40ms");
+    lab.gh.outage("graphql", 6);
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "ready for review failed:\n{log}");
+    assert!(
+        log.contains(&format!(
+            "The round is pushed to {}: re-running this job is safe — it finds that push, finishes the pull request, its comments and the check run without writing any twice, and dispatches the next run only if none was dispatched from it.",
+            lab.branch
+        )),
+        "{log}"
+    );
+}
+
 /// A status comment edited to say, in finalize's words, that round 2 stopped at `/execute
 /// abort` does not stop the re-run of round 2's finalize (killed after its push): no abort
 /// was given, so it dispatches round 3.
