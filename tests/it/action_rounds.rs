@@ -402,6 +402,32 @@ else
 fi
 "#;
 
+/// "Re-run failed jobs" after a run whose finalize died before its push: the re-run's work
+/// job spends again and uploads its artifact as run attempt 2, while attempt 1's artifact is
+/// still the run's (GitHub lists every attempt's). Finalize judges the newest and counts both
+/// attempts' spend, each once: $0.40 twice, 2,000 tokens.
+#[test]
+fn a_re_run_of_failed_jobs_counts_every_run_attempts_spend_once() {
+    let mut lab = lab_with_worker(vec![task("Zero", &["t0.txt"], &[])], PAYING_WORKER);
+    lab.set_env("DAGEXEC_FAILPOINT", "after-commit:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let (o, artifacts) = (&round.planned.outputs, lab.tmp.path().join("artifacts-1"));
+    let again = artifacts.join("dagexec-1-2-task-0-attempt-1");
+    lab.work_job(1, (0, 1), &o["round"], &o["base"], &again);
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    let records = lab.branch_plan()["progress"]["dagexecAttempts"].clone();
+    assert_eq!(records.as_array().map(Vec::len), Some(1), "{records}");
+    let r = &records[0];
+    assert!((r["costUsd"].as_f64().unwrap() - 0.8).abs() < 1e-9, "{r}");
+    assert_eq!(r["inputTokens"], 2000, "{r}");
+    lab.gh.assert_clean();
+}
+
 /// The `max-cost` budget on Actions: the round that spends it is committed with each attempt's
 /// time and cost, then nothing more is dispatched and the check run fails naming the budget,
 /// what was spent and what it bought; a later run plans no work while it stays spent.
