@@ -43,7 +43,8 @@ pub const MAX_DIRECTORY_BYTES: u64 = 64 << 10;
 pub const RESULT_LIMIT: u64 = 8 << 20;
 
 /// The bound of a `result.json` past [`RESULT_LIMIT`] (a worker that changed more paths than
-/// that holds), read as a stream for what the attempt spent, none of it held
+/// that holds), read as a stream for what the attempt spent and the rate limits it met, none
+/// of it held
 /// ([`Oversized`]).
 const RESULT_STREAM_LIMIT: u64 = 512 << 20;
 

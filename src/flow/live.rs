@@ -161,7 +161,9 @@ pub(crate) struct Left {
 /// records are in the plan and the plan is saved ([`clear`]).
 pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Left {
     let ids = crate::sources::identities(plan);
-    let mut found: Vec<(Option<String>, AttemptRecord)> = std::fs::read_dir(dir(common_dir))
+    let mut found: Vec<AttemptRecord> = Vec::new();
+    let mut gone = Vec::new();
+    let files = std::fs::read_dir(dir(common_dir))
         .into_iter()
         .flatten()
         .flatten()
@@ -172,29 +174,25 @@ pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Left {
                 .then(|| std::fs::read(e.path()).ok())
                 .flatten()
         })
-        .filter_map(|bytes| serde_json::from_slice::<LiveFile>(&bytes).ok())
-        .filter_map(|live| {
-            let now = match &live.id {
-                Some(id) => ids.iter().position(|now| now == id),
-                None => Some(live.record.task),
-            };
-            let record = live.record.checked()?;
-            Some(match now {
-                Some(task) => (None, AttemptRecord { task, ..record }),
-                None => (live.id, record),
-            })
-        })
-        .collect();
-    found.sort_by(|(_, a), (_, b)| {
-        (&a.start, a.task, a.attempt).cmp(&(&b.start, b.task, b.attempt))
-    });
-    let (gone, kept): (Vec<_>, Vec<_>) = found.into_iter().partition(|(id, _)| id.is_some());
+        .filter_map(|bytes| serde_json::from_slice::<LiveFile>(&bytes).ok());
+    for live in files {
+        let Some(record) = live.record.checked() else {
+            continue;
+        };
+        match &live.id {
+            Some(id) => match ids.iter().position(|now| now == id) {
+                Some(task) => found.push(AttemptRecord { task, ..record }),
+                None => gone.push((id.clone(), interrupted(record))),
+            },
+            None if record.task < ids.len() => found.push(record),
+            None => {}
+        }
+    }
+    found.sort_by(|a, b| (&a.start, a.task, a.attempt).cmp(&(&b.start, b.task, b.attempt)));
+    gone.sort_by(|(_, a), (_, b)| a.start.cmp(&b.start));
     Left {
-        records: unrecorded(plan, kept.into_iter().map(|(_, r)| r).collect()),
-        removed: gone
-            .into_iter()
-            .filter_map(|(id, r)| Some((id?, interrupted(r))))
-            .collect(),
+        records: unrecorded(plan, found),
+        removed: gone,
     }
 }
 
@@ -313,6 +311,19 @@ mod tests {
             ..done
         };
         assert_eq!(left.removed, vec![("id 7".to_string(), cut)]);
+        // A file an earlier dagexec left (no identity) of an index the plan no longer has.
+        clear(dir.path());
+        std::fs::create_dir_all(super::dir(dir.path())).unwrap();
+        let old = AttemptRecord {
+            task: 5,
+            ..record(1, "2026-11-28T10:00:00Z", 0.5)
+        };
+        let path = super::dir(dir.path()).join("task-5-attempt-1.json");
+        std::fs::write(path, serde_json::to_vec(&old).unwrap()).unwrap();
+        assert_eq!(
+            super::left(dir.path(), &plan("in_progress", 1)),
+            Left::default()
+        );
     }
 
     /// An attempt that ended before the crash left its own record ([`ended`]): taken with its
