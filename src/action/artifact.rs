@@ -419,9 +419,6 @@ mod tests {
         );
     }
 
-    /// A worker's log over what the conductor reads of an artifact (a verbose build's, written
-    /// in the tree) leaves its tail, as a local run keeps of it, and never makes the artifact
-    /// one the conductor refuses.
     /// The artifact the work job uploads from `dir`, as the zip archive the conductor reads.
     fn zip_of(dir: &Path) -> std::io::Cursor<Vec<u8>> {
         use std::io::Write as _;
@@ -435,6 +432,9 @@ mod tests {
         zip.finish().unwrap()
     }
 
+    /// A worker's log over what the conductor reads of an artifact (a verbose build's, written
+    /// in the tree) leaves its tail, as a local run keeps of it, and never makes the artifact
+    /// one the conductor refuses.
     #[test]
     fn a_log_over_the_conductors_bound_is_kept_by_its_tail() {
         let dir = tempfile::tempdir().unwrap();
@@ -491,6 +491,38 @@ mod tests {
             kept.refused
         );
         assert_eq!(kept.usage, r.usage);
+    }
+
+    /// A `result.json` past the conductor's bound keeps the rate-limit hold its gateway saw
+    /// beside the spend (the conductor holds the provider's next work from it), read by the
+    /// conductor and by finalize alike; of a list longer than a record keeps, the rest is
+    /// streamed past.
+    #[test]
+    fn an_oversized_result_keeps_its_rate_limits() {
+        use crate::pure::usage::limited::Limited;
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = WorkResult::new(0, 1, 1, "abc", &AttemptReport::default(), Duration::ZERO);
+        let limit = crate::action::artifact_zip::RESULT_LIMIT as usize;
+        r.changed = (0..limit / 20).map(|i| format!("src/{i:016}")).collect();
+        r.usage = Some(crate::pure::usage::Usage {
+            cost_usd: Some(0.25),
+            ..Default::default()
+        });
+        let held = Limited {
+            provider: crate::pure::gateway::Provider::Anthropic,
+            answers: 3,
+            held_until: Some("2026-11-29T04:12:30Z".into()),
+        };
+        r.network.rate_limits = vec![held.clone(); 100_000];
+        write(dir.path(), &r, b"", None).unwrap();
+        let zipped = crate::action::artifact_zip::read(zip_of(dir.path())).unwrap();
+        let kept = read(dir.path()).unwrap();
+        assert!(zipped.result.refused.is_some());
+        assert_eq!(
+            zipped.result.network.rate_limits,
+            kept.result.network.rate_limits
+        );
+        assert_eq!(kept.result.network.rate_limits, [held]);
     }
 
     #[test]

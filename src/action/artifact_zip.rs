@@ -15,8 +15,8 @@
 //! bound — and the `zip` crate reads them through a view of the archive whose central
 //! directory is a new one naming only them ([`Spliced`]). Whatever else the archive holds is
 //! never read. What is kept of the three is bounded too: `result.json` (at most
-//! [`RESULT_LIMIT`]) is parsed (past it, only what the attempt spent is read out of it as it
-//! streams, and the attempt is refused: [`Oversized`]), `changes.patch` (at most
+//! [`RESULT_LIMIT`]) is parsed (past it, only what the attempt spent and the rate-limit holds it
+//! met are read out of it as it streams, and the attempt is refused: [`Oversized`]), `changes.patch` (at most
 //! [`PATCH_LIMIT`]; past it the attempt is refused, its spend kept) is inflated in
 //! chunks into an unlinked temporary file, which is what the arrival's checks and `git apply`
 //! read ([`crate::edge::git::PatchFile`]), and of `worker.log` (at most [`LOG_LIMIT`]) only the last
@@ -43,7 +43,8 @@ pub const MAX_DIRECTORY_BYTES: u64 = 64 << 10;
 pub const RESULT_LIMIT: u64 = 8 << 20;
 
 /// The bound of a `result.json` past [`RESULT_LIMIT`] (a worker that changed more paths than
-/// that holds), read as a stream for what the attempt spent, none of it held
+/// that holds), read as a stream for what the attempt spent and the rate limits it met, none
+/// of it held
 /// ([`Oversized`]).
 const RESULT_STREAM_LIMIT: u64 = 512 << 20;
 
@@ -371,7 +372,8 @@ fn check_entry<R: Read + Seek>(
 }
 
 /// A `result.json` past [`RESULT_LIMIT`]: what it says of the attempt beside its lists and
-/// outputs (which are streamed past, never held).
+/// outputs (which are streamed past, never held), its gateway's rate-limit holds included (the
+/// conductor holds the provider's next work from them).
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Oversized {
@@ -389,6 +391,8 @@ struct Oversized {
     usage: Option<crate::pure::usage::Usage>,
     #[serde(default)]
     said: crate::pure::said::Said,
+    #[serde(default, deserialize_with = "crate::pure::usage::limited::streamed")]
+    rate_limits: Vec<crate::pure::usage::limited::Limited>,
 }
 
 /// Reads `result.json` from its `entry` (of `declared` bytes): parsed whole within
@@ -423,6 +427,7 @@ pub(crate) fn read_result(mut entry: impl Read, declared: u64) -> Result<WorkRes
     let mut result = WorkResult::new(o.task, o.attempt, o.round, &o.base, &report, took);
     (result.start, result.end, result.usage) = (o.start, o.end, o.usage);
     result.said = o.said;
+    result.network.rate_limits = o.rate_limits;
     result.refused = Some(refused);
     Ok(result)
 }

@@ -105,10 +105,13 @@ impl Publisher<'_> {
     }
 
     /// Whether GitHub has a run of the workflow dispatched on the branch from the commit
-    /// checked out, other than this one: a re-run's earlier attempt (carrying on from its
-    /// push, or stale as it is) dispatched the next run already. A dispatch is sent at most
-    /// once, since GitHub keeps one pending run per concurrency group and a newer one cancels
-    /// it. When GitHub cannot list the runs, it is said, and the run is dispatched.
+    /// checked out, other than this one, that carries the branch on — not yet completed
+    /// (`requested`, `waiting`, `pending`, `queued`, `in_progress`) or completed with
+    /// `success`: a re-run's earlier attempt (carrying on from its push, or stale as it is)
+    /// dispatched the next run already. A dispatch is sent at most once, since GitHub keeps
+    /// one pending run per concurrency group and a newer one cancels it; one that failed or
+    /// was cancelled carries nothing on, so another is sent. When GitHub cannot list the runs,
+    /// it is said, and the run is dispatched.
     async fn dispatched_already(&self, c: &Client) -> Result<bool, ActionError> {
         let (ui, tip) = (self.ui, self.repo.head()?);
         let runs = match c
@@ -125,7 +128,13 @@ impl Publisher<'_> {
         };
         let mine =
             |r: &&crate::edge::github::runs::WorkflowRun| r.id.to_string() == self.ctx.run_id;
-        let Some(run) = runs.iter().find(|r| r.head_sha == tip && !mine(r)) else {
+        let carries_on = |r: &&crate::edge::github::runs::WorkflowRun| {
+            !r.completed() || r.conclusion.as_deref() == Some("success")
+        };
+        let found = runs
+            .iter()
+            .find(|r| r.head_sha == tip && !mine(r) && carries_on(r));
+        let Some(run) = found else {
             return Ok(false);
         };
         ui.say(format!(
@@ -241,29 +250,40 @@ impl Publisher<'_> {
             }
             return Ok(Published::default());
         };
-        let pr = self.pull_request(c, plan, links, stop).await?;
-        println!("Pull request #{}: {}", pr.number, pr.html_url);
-        let at = self.marked(c, pr.number).await?;
-        self.ask(&at, plan, preflight).await?;
-        // A re-run whose killed attempt heeded `/execute abort` finds the abort's record saying so.
-        let aborted = steering::abort_confirmed(c, pr.number, &at.marked, self.ctx).await?;
-        let dispatched =
-            more && !aborted && !(on_branch.is_some() && self.dispatched_already(c).await?);
-        if dispatched {
-            super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
+        let published: Result<Published, ActionError> = async {
+            let pr = self.pull_request(c, plan, links, stop).await?;
+            println!("Pull request #{}: {}", pr.number, pr.html_url);
+            let at = self.marked(c, pr.number).await?;
+            self.ask(&at, plan, preflight).await?;
+            // A re-run whose killed attempt heeded `/execute abort` finds the abort's record saying so.
+            let aborted = steering::abort_confirmed(c, pr.number, &at.marked, self.ctx).await?;
+            let dispatched =
+                more && !aborted && !(on_branch.is_some() && self.dispatched_already(c).await?);
+            if dispatched {
+                let branch = &self.round.branch;
+                super::dispatch_round(c, self.inputs, branch, branch).await?;
+            }
+            self.write_status(&at, plan, links, more && aborted).await?;
+            // The crash tests' kill -9 once the status comment consumed an abort.
+            crate::flow::failpoint("status", self.round.round);
+            if let Some(s) = stop {
+                self.check_run(c, plan, s, &pr).await?;
+            }
+            Ok(Published {
+                pr: Some(pr.number),
+                dispatched,
+                aborted,
+                ..Published::default()
+            })
         }
-        self.write_status(&at, plan, links, more && aborted).await?;
-        // The crash tests' kill -9 once the status comment consumed an abort.
-        crate::flow::failpoint("status", self.round.round);
-        if let Some(s) = stop {
-            self.check_run(c, plan, s, &pr).await?;
+        .await;
+        if published.is_err() && self.schedule == crate::pure::engine::Schedule::Rounds {
+            self.ui.say(format!(
+                "The round is pushed to {}: re-running this job is safe — it finds that push, finishes the pull request, its comments and the check run without writing any twice, and dispatches the next run only if none was dispatched from it.",
+                self.round.branch
+            ));
         }
-        Ok(Published {
-            pr: Some(pr.number),
-            dispatched,
-            aborted,
-            ..Published::default()
-        })
+        published
     }
 
     /// The conductor's commit of a batch of arrivals, while runs may wait for it: pushed

@@ -6,11 +6,12 @@
 //! (a temporary file synced and renamed: [`crate::edge::fsx::write`]), to
 //! `<git-common-dir>/dagexec/spend/task-N-attempt-K.json` ([`keep`]), with the task's identity
 //! in its source ([`crate::sources::identities`]). The next `dagexec run` reads these files
-//! before it resumes ([`left`]): a task that was in progress when the run died gets the
-//! record of its last attempt — unless the plan already holds it (an attempt that ended and
-//! was recorded, or stopped by Ctrl-C) — so the plan's totals and `max-cost` count what it
-//! spent. A record follows its task by that identity, as the plan's records do when a task
-//! list edited since is read again: a task removed leaves its record to none. An attempt
+//! before it resumes ([`left`]): each attempt a file holds gets its record — unless the plan
+//! already holds it (an attempt that ended and was recorded, or stopped by Ctrl-C) — so the
+//! plan's totals and `max-cost` count what it spent, also when the team marked its task done
+//! since. A record follows its task by that identity, as the plan's records do when a task
+//! list edited since is read again; of a task removed since, what it spent is still counted
+//! against `max-cost` ([`crate::pure::usage::removed`]). An attempt
 //! that ended without failing leaves its own record there too ([`ended`]), so that a crash
 //! before its round's commit gives it back. Every file is removed once read.
 
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::pure::plan::model::{Plan, Status};
+use crate::pure::plan::model::Plan;
 use crate::pure::usage::{AttemptRecord, Measured, Outcome};
 
 /// The folder of the live spend files, in the repository's git directory.
@@ -143,14 +144,26 @@ pub(crate) async fn on_growth(
     }
 }
 
+/// What a run that died left in live files ([`left`]).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Left {
+    /// The records for the plan, each at the index its task has now.
+    pub records: Vec<AttemptRecord>,
+    /// Records of tasks no longer in the plan (by their identity in their source): what they
+    /// spent is counted all the same ([`crate::pure::usage::add_removed`]).
+    pub removed: Vec<(String, AttemptRecord)>,
+}
+
 /// The records a run that died left in live files (in `common_dir`), for `plan` as it was
-/// saved (before resume puts its in-progress tasks back): the last attempt of each task in
-/// progress, unless the plan holds its record already — each at the index its task has now
-/// (by its identity; a task no longer in the plan has none). Every live file is removed —
-/// call once the records are in the plan and the plan is saved ([`clear`]).
-pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Vec<AttemptRecord> {
+/// saved (before resume puts its in-progress tasks back): every attempt the plan does not
+/// record yet ([`unrecorded`]) — each at the index its task has now (by its identity), or,
+/// of a task no longer in the plan, apart. Every live file is removed — call once the
+/// records are in the plan and the plan is saved ([`clear`]).
+pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Left {
     let ids = crate::sources::identities(plan);
-    let mut found: Vec<AttemptRecord> = std::fs::read_dir(dir(common_dir))
+    let mut found: Vec<AttemptRecord> = Vec::new();
+    let mut gone = Vec::new();
+    let files = std::fs::read_dir(dir(common_dir))
         .into_iter()
         .flatten()
         .flatten()
@@ -161,36 +174,36 @@ pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Vec<AttemptRecord> {
                 .then(|| std::fs::read(e.path()).ok())
                 .flatten()
         })
-        .filter_map(|bytes| serde_json::from_slice::<LiveFile>(&bytes).ok())
-        .filter_map(|live| {
-            let task = match &live.id {
-                Some(id) => ids.iter().position(|now| now == id)?,
-                None => live.record.task,
-            };
-            AttemptRecord {
-                task,
-                ..live.record
-            }
-            .checked()
-        })
-        .collect();
+        .filter_map(|bytes| serde_json::from_slice::<LiveFile>(&bytes).ok());
+    for live in files {
+        let Some(record) = live.record.checked() else {
+            continue;
+        };
+        match &live.id {
+            Some(id) => match ids.iter().position(|now| now == id) {
+                Some(task) => found.push(AttemptRecord { task, ..record }),
+                None => gone.push((id.clone(), interrupted(record))),
+            },
+            None if record.task < ids.len() => found.push(record),
+            None => {}
+        }
+    }
     found.sort_by(|a, b| (&a.start, a.task, a.attempt).cmp(&(&b.start, b.task, b.attempt)));
-    unrecorded(plan, found)
+    gone.sort_by(|(_, a), (_, b)| a.start.cmp(&b.start));
+    Left {
+        records: unrecorded(plan, found),
+        removed: gone,
+    }
 }
 
-/// Of `found` (records read from live files), those a crash kept from the plan: of a task in
-/// progress, its last attempt, not recorded yet (the same task, attempt, start and rebase),
-/// with the outcome `interrupted` and no signal — unless it ended, completed or blocked
-/// ([`ended`]): that outcome is kept.
+/// Of `found` (records read from live files), those a crash kept from the plan: not recorded
+/// yet (the same task, attempt, start and rebase), with the outcome `interrupted` and no
+/// signal — unless it ended, completed or blocked ([`ended`]): that outcome is kept. A task
+/// marked done (or reset) since keeps its record too: what the attempt spent was spent.
 fn unrecorded(plan: &Plan, found: Vec<AttemptRecord>) -> Vec<AttemptRecord> {
     let recorded = crate::pure::usage::records(plan);
     found
         .into_iter()
-        .filter(|r| {
-            plan.tasks
-                .get(r.task)
-                .is_some_and(|t| t.status == Status::InProgress && t.attempts() == r.attempt)
-        })
         .filter(|r| {
             !recorded.iter().any(|k| {
                 k.task == r.task
@@ -201,15 +214,21 @@ fn unrecorded(plan: &Plan, found: Vec<AttemptRecord>) -> Vec<AttemptRecord> {
         })
         .map(|r| {
             if r.outcome.ended_well() {
-                return r;
-            }
-            AttemptRecord {
-                outcome: Outcome::Interrupted,
-                signal: None,
-                ..r
+                r
+            } else {
+                interrupted(r)
             }
         })
         .collect()
+}
+
+/// `r` as an attempt a crash cut short: outcome `interrupted`, no signal.
+fn interrupted(r: AttemptRecord) -> AttemptRecord {
+    AttemptRecord {
+        outcome: Outcome::Interrupted,
+        signal: None,
+        ..r
+    }
 }
 
 /// Removes every live file (their records are in the plan, or were not wanted).
@@ -247,19 +266,24 @@ mod tests {
         AttemptRecord::new(0, attempt, &measured, Outcome::Interrupted)
     }
 
+    /// Every attempt a live file holds that the plan does not record is taken: of a task in
+    /// progress, and of one marked done (or reset) since — the money was spent all the same.
     #[test]
-    fn only_the_last_attempt_of_a_task_in_progress_not_yet_recorded_is_taken() {
+    fn every_attempt_the_plan_does_not_record_is_taken_whatever_its_task_became() {
         let s = "2026-11-28T10:00:00Z";
         let live = record(2, s, 0.5);
-        // In progress at attempt 2: taken.
-        assert_eq!(
-            unrecorded(&plan("in_progress", 2), vec![live.clone()]),
-            vec![live.clone()]
-        );
-        // An earlier attempt's file, a task no longer in progress: left out.
-        assert!(unrecorded(&plan("in_progress", 3), vec![live.clone()]).is_empty());
-        assert!(unrecorded(&plan("pending", 2), vec![live.clone()]).is_empty());
-        assert!(unrecorded(&plan("completed", 2), vec![live.clone()]).is_empty());
+        for (status, attempts) in [
+            ("in_progress", 2),
+            ("in_progress", 3),
+            ("pending", 2),
+            ("completed", 2),
+        ] {
+            assert_eq!(
+                unrecorded(&plan(status, attempts), vec![live.clone()]),
+                vec![live.clone()],
+                "{status} {attempts}"
+            );
+        }
         // Recorded already (Ctrl-C stopped it, or it ended): left out; another start is not it.
         let mut p = plan("in_progress", 2);
         let mut stopped = record(2, s, 0.5);
@@ -268,6 +292,38 @@ mod tests {
         assert!(unrecorded(&p, vec![live.clone()]).is_empty());
         let other = record(2, "2026-11-28T11:00:00Z", 0.2);
         assert_eq!(unrecorded(&p, vec![other.clone()]), vec![other]);
+    }
+
+    /// A live file of a task no longer in the plan (its identity not found) is left apart,
+    /// cut short, with that identity: what it spent is counted without charging a task.
+    #[test]
+    fn a_removed_tasks_file_is_left_apart_by_its_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = AttemptRecord {
+            outcome: Outcome::Completed,
+            ..record(1, "2026-11-28T10:00:00Z", 0.5)
+        };
+        ended(dir.path(), "id 7", &done);
+        let left = left(dir.path(), &plan("in_progress", 1));
+        assert!(left.records.is_empty(), "{left:?}");
+        let cut = AttemptRecord {
+            outcome: Outcome::Interrupted,
+            ..done
+        };
+        assert_eq!(left.removed, vec![("id 7".to_string(), cut)]);
+        // A file an earlier dagexec left (no identity) of an index the plan no longer has.
+        clear(dir.path());
+        std::fs::create_dir_all(super::dir(dir.path())).unwrap();
+        let old = AttemptRecord {
+            task: 5,
+            ..record(1, "2026-11-28T10:00:00Z", 0.5)
+        };
+        let path = super::dir(dir.path()).join("task-5-attempt-1.json");
+        std::fs::write(path, serde_json::to_vec(&old).unwrap()).unwrap();
+        assert_eq!(
+            super::left(dir.path(), &plan("in_progress", 1)),
+            Left::default()
+        );
     }
 
     /// An attempt that ended before the crash left its own record ([`ended`]): taken with its
@@ -286,7 +342,7 @@ mod tests {
                 ..record(2, s, 0.5)
             };
             ended(dir.path(), "index 0 of 1", &done);
-            let left = left(dir.path(), &plan("in_progress", 2));
+            let left = left(dir.path(), &plan("in_progress", 2)).records;
             assert_eq!(left.len(), 1, "{outcome:?}");
             assert_eq!(left[0].outcome, kept, "{outcome:?}");
             clear(dir.path());
@@ -355,7 +411,7 @@ mod tests {
         )
         .unwrap();
         let found = left(git.path(), &plan("in_progress", 1));
-        assert_eq!(found, vec![good]);
+        assert_eq!(found.records, vec![good]);
         clear(git.path());
         assert!(!d.exists());
     }

@@ -140,7 +140,8 @@ fn merge_ledger(
 
 /// What the attempts in flight when the last run died (`kill -9`, a power loss) had spent
 /// through the model gateway, kept on disk as it grew ([`crate::flow::live`]): recorded in
-/// the plan (outcome `interrupted`, no signal), so the totals and `max-cost` count it.
+/// the plan (outcome `interrupted`, no signal), so the totals and `max-cost` count it — of a
+/// task removed since, counted apart ([`crate::pure::usage::add_removed`]).
 fn keep_live_spend(
     repo: &Repo,
     plan: &mut Plan,
@@ -149,20 +150,34 @@ fn keep_live_spend(
 ) -> Result<(), RunError> {
     let left = crate::flow::live::left(repo.common_dir(), plan);
     let names = crate::pure::plan::ids::TaskNames::of(plan);
-    for r in &left {
+    let cut = |task: String, r: &crate::pure::usage::AttemptRecord| {
+        ui.say(format!(
+            "Task {task} attempt {} was cut short when the last run stopped; what it spent through the model gateway is recorded: {}.",
+            r.attempt,
+            crate::pure::usage::spend_text(&r.usage)
+        ));
+    };
+    for r in &left.records {
         crate::pure::usage::record(plan, r);
         // One that ended is given back when resume finds it (`update::prepare_resume`).
         if r.outcome != crate::pure::usage::Outcome::Interrupted {
             continue;
         }
-        ui.say(format!(
-            "Task {} attempt {} was cut short when the last run stopped; what it spent through the model gateway is recorded: {}.",
-            names.get(r.task),
-            r.attempt,
-            crate::pure::usage::spend_text(&r.usage)
-        ));
+        let done = plan.tasks[r.task].status == crate::pure::plan::model::Status::Completed;
+        cut(
+            format!(
+                "{}{}",
+                names.get(r.task),
+                if done { " (marked done since)" } else { "" }
+            ),
+            r,
+        );
     }
-    if !left.is_empty() {
+    for (id, r) in &left.removed {
+        crate::pure::usage::add_removed(plan, &r.usage);
+        cut(format!("{id} (no longer in the plan)"), r);
+    }
+    if left != crate::flow::live::Left::default() {
         crate::flow::save(plan, opts)?;
     }
     crate::flow::live::clear(repo.common_dir());

@@ -402,6 +402,32 @@ else
 fi
 "#;
 
+/// "Re-run failed jobs" after a run whose finalize died before its push: the re-run's work
+/// job spends again and uploads its artifact as run attempt 2, while attempt 1's artifact is
+/// still the run's (GitHub lists every attempt's). Finalize judges the newest and counts both
+/// attempts' spend, each once: $0.40 twice, 2,000 tokens.
+#[test]
+fn a_re_run_of_failed_jobs_counts_every_run_attempts_spend_once() {
+    let mut lab = lab_with_worker(vec![task("Zero", &["t0.txt"], &[])], PAYING_WORKER);
+    lab.set_env("DAGEXEC_FAILPOINT", "after-commit:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    lab.set_env("GITHUB_RUN_ATTEMPT", "2");
+    let (o, artifacts) = (&round.planned.outputs, lab.tmp.path().join("artifacts-1"));
+    let again = artifacts.join("dagexec-1-2-task-0-attempt-1");
+    lab.work_job(1, (0, 1), &o["round"], &o["base"], &again);
+    let (ok, text) = lab.finalize_job(1, &round.planned, &artifacts);
+    assert!(ok, "{text}");
+    let records = lab.branch_plan()["progress"]["dagexecAttempts"].clone();
+    assert_eq!(records.as_array().map(Vec::len), Some(1), "{records}");
+    let r = &records[0];
+    assert!((r["costUsd"].as_f64().unwrap() - 0.8).abs() < 1e-9, "{r}");
+    assert_eq!(r["inputTokens"], 2000, "{r}");
+    lab.gh.assert_clean();
+}
+
 /// The `max-cost` budget on Actions: the round that spends it is committed with each attempt's
 /// time and cost, then nothing more is dispatched and the check run fails naming the budget,
 /// what was spent and what it bought; a later run plans no work while it stays spent.
@@ -868,6 +894,32 @@ fn a_re_run_of_a_finalize_that_had_dispatched_dispatches_nothing_again() {
     lab.gh.assert_clean();
 }
 
+/// Finalize killed after it dispatched round 2, whose run then failed at once (or was
+/// cancelled): that run did not carry the branch on, so the re-run dispatches round 2 again.
+/// Only a queued, running or successful run of the workflow from that commit counts as
+/// dispatched (GitHub's run states: `requested`, `waiting`, `pending`, `queued`,
+/// `in_progress`, then `completed` with a conclusion).
+#[test]
+fn a_re_run_of_a_finalize_whose_dispatched_run_failed_dispatches_again() {
+    let mut lab = lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        WRITES_ITS_FILE,
+    );
+    lab.set_env("DAGEXEC_FAILPOINT", "status:1");
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    assert_eq!(lab.dispatches(), 1, "{log}");
+    let next = lab.gh.state().dispatches[0].run_id;
+    lab.gh.finish_run(next, "failure", Vec::new());
+    let text = lab.rerun_finalize(1, &round.planned);
+    assert_eq!(lab.dispatches(), 2, "not dispatched again:\n{text}");
+    lab.gh.assert_clean();
+}
+
 /// Finalize of the last round wrote the `success` check run, then GitHub failed the pull
 /// request's "ready for review" until the job failed: its re-run marks it ready and writes
 /// no second check run for the same commit.
@@ -893,6 +945,26 @@ fn a_re_run_of_a_finalize_that_wrote_its_check_run_writes_none_again() {
     assert_eq!(st.check_runs.len(), 1, "a second check run:\n{text}");
     assert_eq!(st.check_runs[0].conclusion.as_deref(), Some("success"));
     lab.gh.assert_clean();
+}
+
+/// A finalize that fails after its push (GitHub failing "ready for review" until it gives
+/// up) says in its failure that re-running the job is safe and what the re-run does.
+#[test]
+fn a_finalize_failing_after_its_push_says_a_re_run_carries_on() {
+    let mut lab = lab_with_worker(vec![task("one", &["t1.txt"], &[])], WRITES_ITS_FILE);
+    lab.set_env("DAGEXEC_API_RETRY_BASE", "10ms");
+    lab.set_env("DAGEXEC_API_RETRY_CAP", "40ms");
+    lab.gh.outage("graphql", 6);
+    let round = lab.round(1);
+    let (ok, log) = round.finalized.clone().unwrap();
+    assert!(!ok, "ready for review failed:\n{log}");
+    assert!(
+        log.contains(&format!(
+            "The round is pushed to {}: re-running this job is safe — it finds that push, finishes the pull request, its comments and the check run without writing any twice, and dispatches the next run only if none was dispatched from it.",
+            lab.branch
+        )),
+        "{log}"
+    );
 }
 
 /// A status comment edited to say, in finalize's words, that round 2 stopped at `/execute

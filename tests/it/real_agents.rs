@@ -754,15 +754,9 @@ fn a_worker_killed_by_kill_9_in_the_middle_of_a_stream_keeps_its_tokens_so_far()
     assert!((recorded - attempts as f64 * cost).abs() < 1e-9, "{row}");
 }
 
-/// dagexec itself dies by `kill -9` while a worker's stream is stalled mid-way: what the
-/// attempt spent so far was kept on disk as it streamed, and the next `dagexec run` records
-/// it — in the task's totals, and counted against `max-cost`, which it has used up, so the
-/// next run starts nothing.
-#[test]
-fn a_kill_9_of_dagexec_mid_stream_keeps_the_spend_so_far_for_the_next_run() {
-    let server = StallServer::start();
-    let dir = repo(&one_task(), &[]);
-    let d = dir.path();
+/// Runs dagexec in `d` with task 0's worker streaming from `server`, and kills it by `kill -9`
+/// once the stream has stalled and the attempt's spend so far is in its live file: that file.
+fn kill_9_mid_stream(server: &StallServer, d: &Path) -> PathBuf {
     let script = format!("{CURL_STREAM} > /dev/null\necho 'COMPLETED: never'");
     let logs = tempfile::tempdir().unwrap();
     let log = std::fs::File::create(logs.path().join("out")).unwrap();
@@ -790,6 +784,19 @@ fn a_kill_9_of_dagexec_mid_stream_keeps_the_spend_so_far_for_the_next_run() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
+    live
+}
+
+/// dagexec itself dies by `kill -9` while a worker's stream is stalled mid-way: what the
+/// attempt spent so far was kept on disk as it streamed, and the next `dagexec run` records
+/// it — in the task's totals, and counted against `max-cost`, which it has used up, so the
+/// next run starts nothing.
+#[test]
+fn a_kill_9_of_dagexec_mid_stream_keeps_the_spend_so_far_for_the_next_run() {
+    let server = StallServer::start();
+    let dir = repo(&one_task(), &[]);
+    let d = dir.path();
+    let live = kill_9_mid_stream(&server, d);
     // Run again with a budget below what the cut attempt spent.
     let (input, output, cost) = stalled_spend();
     let again = through_gateway(
@@ -820,6 +827,70 @@ fn a_kill_9_of_dagexec_mid_stream_keeps_the_spend_so_far_for_the_next_run() {
     assert_eq!(records[0]["outcome"], "interrupted", "{records:?}");
     assert!(records[0].get("signal").is_none(), "{records:?}");
     assert!(!live.exists(), "the live file is left");
+}
+
+/// dagexec dies by `kill -9` mid-stream, and before the next run the team marks the cut task
+/// done, or removes it from the plan: what its attempt spent was spent all the same, so the
+/// next run still counts it against `max-cost` (which it has used up: nothing starts) and
+/// says so.
+#[test]
+fn a_cut_task_marked_done_or_removed_before_the_resume_still_counts_its_spend() {
+    let (_, _, cost) = stalled_spend();
+    for removed in [false, true] {
+        let server = StallServer::start();
+        let mut plan = one_task();
+        plan["tasks"].as_array_mut().unwrap().push(json!({
+            "subject": "beta", "description": "Write two.txt.",
+            "status": "pending", "blockedBy": [0],
+            "metadata": {"files": {"create": ["two.txt"], "modify": []}},
+            "agent": {"role": "engineer"}}));
+        let dir = repo(&plan, &[]);
+        let d = dir.path();
+        kill_9_mid_stream(&server, d);
+        let path = d.join(".design/plan.json");
+        let mut saved: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let tasks = saved["tasks"].as_array_mut().unwrap();
+        if removed {
+            tasks.remove(0);
+            tasks[0]["blockedBy"] = json!([]);
+        } else {
+            tasks[0]["status"] = json!("completed");
+            tasks[0]["result"] = json!("done by hand");
+            std::fs::write(d.join("env.txt"), "by hand\n").unwrap();
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&saved).unwrap()).unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-qm", "the team's edit"]);
+        let again = through_gateway(
+            d,
+            &server.url(),
+            "echo two > two.txt; echo 'COMPLETED: two'",
+            &["--max-cost", "0.0003"],
+        )
+        .run();
+        let said = text(&again);
+        assert!(!again.status.success(), "{said}");
+        let why = if removed {
+            "(no longer in the plan)"
+        } else {
+            "(marked done since)"
+        };
+        assert!(
+            said.contains(&format!("{why} attempt 1 was cut short")),
+            "{said}"
+        );
+        assert!(said.contains("budget"), "{said}");
+        assert!(!d.join("two.txt").exists(), "a worker ran: {said}");
+        let plan: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let progress = &plan["progress"];
+        let counted = if removed {
+            progress["dagexecRemovedSpend"]["costUsd"].as_f64()
+        } else {
+            progress["dagexecAttempts"][0]["costUsd"].as_f64()
+        };
+        assert!((counted.unwrap() - cost).abs() < 1e-9, "{progress}");
+    }
 }
 
 /// A reviewer that spent through the gateway and then waits: the run stopped while it

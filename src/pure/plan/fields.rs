@@ -38,6 +38,10 @@ pub const FOLLOW_UP_CHECKS: &str = "dagexecFollowUpChecks";
 
 /// The key under `progress` of the attempt records (time, tokens, cost, outcome).
 pub const ATTEMPTS: &str = "dagexecAttempts";
+/// The key under `progress` of what attempts of tasks no longer in the plan spent (a crash cut
+/// them short and the task was removed before the run resumed): still counted against
+/// `max-cost`.
+pub const REMOVED_SPEND: &str = "dagexecRemovedSpend";
 /// The field of a `progress.completedTasks` entry that keeps how many attempts the task took
 /// (the task's own `attempts` is trimmed at completion).
 pub const COMPLETED_ATTEMPTS: &str = "attempts";

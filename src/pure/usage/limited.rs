@@ -1,7 +1,8 @@
 //! What an attempt's gateway saw of each provider's rate limit: the provider's 429 and 529
 //! answers and the latest instant a `retry-after` held its requests until ([`Limited`], an
 //! attempt record's `rateLimits`), counted as they come ([`saw`]) and read back from an
-//! untrusted record leniently ([`lenient`], [`checked`]). `gateway::held` keeps the hold per
+//! untrusted record leniently ([`lenient`], [`checked`]) or, from a stream too large to hold,
+//! bounded ([`streamed`]). `gateway::held` keeps the hold per
 //! provider from them.
 
 use serde::{Deserialize, Serialize};
@@ -59,6 +60,36 @@ pub fn checked(seen: &[Limited]) -> Vec<Limited> {
     out.into_values().collect()
 }
 
+/// The most entries of a `rateLimits` list read: four per provider.
+const KEPT: usize = Provider::ALL.len() * 4;
+
+/// Reads a `rateLimits` list out of a stream too large to hold (an oversized `result.json`,
+/// serde's `deserialize_with`): its first [`KEPT`] entries, each a [`Limited`], [`checked`];
+/// the rest streamed past, never held. Unlike [`lenient`] it holds no entry but those.
+pub fn streamed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Limited>, D::Error> {
+    struct Entries;
+    impl<'de> serde::de::Visitor<'de> for Entries {
+        type Value = Vec<Limited>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of rate limits")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut read = Vec::new();
+            while let Some(l) = seq.next_element::<Limited>()? {
+                read.push(l);
+                if read.len() == KEPT {
+                    while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                }
+            }
+            Ok(checked(&read))
+        }
+    }
+    d.deserialize_seq(Entries)
+}
+
 /// Reads a record's `rateLimits` leniently (serde's `deserialize_with`): anything but a list
 /// is none, an entry that is not a [`Limited`] (a provider dagexec does not know) is
 /// skipped, and the rest is [`checked`] — a hostile field never makes the whole record
@@ -70,7 +101,7 @@ pub fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Limited>, D
     };
     let read: Vec<Limited> = items
         .into_iter()
-        .take(Provider::ALL.len() * 4)
+        .take(KEPT)
         .filter_map(|v| serde_json::from_value(v).ok())
         .collect();
     Ok(checked(&read))

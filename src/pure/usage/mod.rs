@@ -434,9 +434,31 @@ pub fn amend(plan: &mut Plan, task: usize, attempt: u32, f: impl FnOnce(&mut Att
     }
 }
 
-/// The recorded spend of the whole plan, in USD (reported costs only).
+/// The recorded spend of the whole plan, in USD (reported costs only), what attempts of tasks
+/// no longer in it spent included ([`removed`]).
 pub fn spent(plan: &Plan) -> f64 {
-    records(plan).iter().filter_map(|r| r.usage.cost_usd).sum()
+    let of_tasks: f64 = records(plan).iter().filter_map(|r| r.usage.cost_usd).sum();
+    of_tasks + removed(plan).cost_usd.unwrap_or_default()
+}
+
+/// What attempts of tasks no longer in the plan spent, together
+/// (`progress.dagexecRemovedSpend`): a crash cut them short and their task was removed
+/// before the run resumed, so no task holds their record, but the money was spent.
+pub fn removed(plan: &Plan) -> Usage {
+    plan.progress
+        .extra
+        .get(crate::pure::plan::fields::REMOVED_SPEND)
+        .and_then(|v| Usage::deserialize(v).ok())
+        .map(Usage::checked)
+        .unwrap_or_default()
+}
+
+/// Adds `usage`, spent by an attempt of a task no longer in the plan, to [`removed`].
+pub fn add_removed(plan: &mut Plan, usage: &Usage) {
+    let sum = removed(plan).plus(usage.clone());
+    let value = serde_json::to_value(sum).expect("a usage serialises");
+    let key = crate::pure::plan::fields::REMOVED_SPEND.to_string();
+    plan.progress.extra.insert(key, value);
 }
 
 /// Time and cost summed over attempts.

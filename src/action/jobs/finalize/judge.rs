@@ -1,6 +1,7 @@
 //! Finalize's reading of the part's artifacts: each matrix entry judged from the artifact of
 //! this run (its latest attempt) that names it, its log linked, and an entry without a readable
-//! artifact recorded as an attempt that spanned the run.
+//! artifact recorded as an attempt that spanned the run; what the run's earlier attempts'
+//! artifacts of the entry spent is counted with it.
 
 use crate::action::ActionError;
 use crate::action::arrival::{Judge, accepted_names, collect, judge_entry_at};
@@ -73,8 +74,38 @@ impl Finalize<'_> {
                     usage: Default::default(),
                 });
             }
+            if let Some(m) = &mut j.measured {
+                let earlier = earlier_spend(artifacts, (&ctx.run_id, run_attempt), e, now);
+                m.usage = std::mem::take(&mut m.usage).plus(earlier);
+            }
             judged.push(j);
         }
         Ok(judged)
     }
+}
+
+/// What `e`'s artifacts of earlier attempts of the run (`run`: its id and this attempt) in
+/// `dir` spent, beside the one judged (the newest). "Re-run failed jobs" runs a work job again
+/// in a later attempt of the same run; GitHub keeps listing the earlier attempts' artifacts
+/// for the run, and their workers spent too. No finalize counted them: one that did and
+/// pushed leaves its re-run the plan that push holds (`publish`). An artifact that cannot be
+/// read spent nothing that can be believed.
+fn earlier_spend(
+    dir: &std::path::Path,
+    (run_id, run_attempt): (&str, u32),
+    e: &matrix::MatrixEntry,
+    now: jiff::Timestamp,
+) -> crate::pure::usage::Usage {
+    accepted_names(run_id, run_attempt, e)
+        .into_iter()
+        .filter(|n| dir.join(n).exists())
+        .skip(1)
+        .filter_map(|n| {
+            let read = crate::action::artifact::read(&dir.join(&n));
+            read.and_then(|c| crate::action::arrival::of_entry(c, &n, e))
+                .ok()
+        })
+        .fold(Default::default(), |sum, c| {
+            sum.plus(c.result.measured(now).usage)
+        })
 }
