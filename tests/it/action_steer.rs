@@ -575,6 +575,20 @@ fn a_forged_taken_abort_record_does_not_keep_a_writers_abort_from_stopping_the_r
     assert!(ok, "{log}");
     assert_eq!(lab.dispatches(), before, "no round 3: {text}\n{log}");
     assert!(log.contains("Stopped after this round"), "{log}");
+    // The stop is taken where the branch records it, beside it.
+    let out = std::process::Command::new("git")
+        .args([
+            "show",
+            &format!("refs/dagexec/settled/{}:dagexec-settled", lab.branch),
+        ])
+        .current_dir(&lab.origin)
+        .output()
+        .unwrap();
+    let settled = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        settled.lines().any(|l| l == abort.to_string()),
+        "{settled:?}\n{log}"
+    );
     lab.gh.assert_clean();
 }
 
