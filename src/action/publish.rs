@@ -196,7 +196,7 @@ impl Publisher<'_> {
         let aborted = match pr {
             Some(n) => {
                 let marked = comment::trusted_marked(c, n, inputs.me()).await?;
-                steering::abort_confirmed(c, n, &marked, self.ctx).await?
+                steering::abort_confirmed(self.queue(c, n), &marked, self.ctx).await?
             }
             None => false,
         };
@@ -256,7 +256,8 @@ impl Publisher<'_> {
             let at = self.marked(c, pr.number).await?;
             self.ask(&at, plan, preflight).await?;
             // A re-run whose killed attempt heeded `/execute abort` finds the abort's record saying so.
-            let aborted = steering::abort_confirmed(c, pr.number, &at.marked, self.ctx).await?;
+            let aborted =
+                steering::abort_confirmed(self.queue(c, pr.number), &at.marked, self.ctx).await?;
             let dispatched =
                 more && !aborted && !(on_branch.is_some() && self.dispatched_already(c).await?);
             if dispatched {
@@ -305,7 +306,7 @@ impl Publisher<'_> {
         }
         crate::flow::failpoint("push", self.round.round);
         let at = self.marked(c, pr).await?;
-        let aborted = steering::abort_confirmed(c, pr, &at.marked, self.ctx).await?;
+        let aborted = steering::abort_confirmed(self.queue(c, pr), &at.marked, self.ctx).await?;
         Ok(Published {
             pr: Some(pr),
             aborted,
@@ -327,6 +328,12 @@ impl Publisher<'_> {
         let at = self.marked(c, pr.number).await?;
         self.ask(&at, plan, None).await?;
         self.write_status(&at, plan, links, false).await
+    }
+
+    /// Pull request `number` as a writer of the branch steers it (its queue, its aborts).
+    fn queue<'b>(&'b self, client: &'b Client, number: u64) -> steering::Queue<'b> {
+        let (repo, auth, inputs) = (self.repo, self.auth, self.inputs);
+        steering::Queue::new(client, number, repo, auth, &self.round.branch, inputs)
     }
 
     /// Pull request `number` with the comments on it that carry a dagexec marker: only those

@@ -538,6 +538,60 @@ fn a_forged_marker_does_not_keep_a_writers_command_from_being_applied() {
     lab.gh.assert_clean();
 }
 
+/// An abort's record saying the stop was taken, written as GitHub Actions' bot by some other
+/// workflow — before the comment job wrote the real one, or after — keeps neither the comment
+/// job from saying the run stops nor the next writer from stopping: only the branch's record
+/// says an abort was taken, a marker that says so is not believed alone.
+#[test]
+fn a_forged_taken_abort_record_does_not_keep_a_writers_abort_from_stopping_the_run() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let forged = |id: u64| {
+        let body = format!(
+            "<!-- dagexec:abort:{id} -->\n<!-- dagexec:abort-taken -->\n`/execute abort` (comment {id}): taken back by a later command that started the run.\n"
+        );
+        lab.gh.add_comment(&lab.repository, 1, ACTIONS_BOT, &body);
+    };
+    // The abort's id comes after the forged record's.
+    let next = 1000 + lab.gh.state().comments.len() as u64 + 1;
+    forged(next);
+    let (abort, text) = lab.comment_jobs(90, 1, "/execute abort", false);
+    assert_eq!(abort, next);
+    forged(abort);
+    let comments = lab.gh.state().comments;
+    let status = comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .unwrap();
+    assert!(
+        status.body.contains("Stopping after"),
+        "{}\n{text}",
+        status.body
+    );
+    let before = lab.dispatches();
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(lab.dispatches(), before, "no round 3: {text}\n{log}");
+    assert!(log.contains("Stopped after this round"), "{log}");
+    // The stop is taken where the branch records it, beside it.
+    let out = std::process::Command::new("git")
+        .args([
+            "show",
+            &format!("refs/dagexec/settled/{}:dagexec-settled", lab.branch),
+        ])
+        .current_dir(&lab.origin)
+        .output()
+        .unwrap();
+    let settled = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        settled.lines().any(|l| l == abort.to_string()),
+        "{settled:?}\n{log}"
+    );
+    lab.gh.assert_clean();
+}
+
 /// The comment job of an `/execute abort` run again after the run stopped for it (the stop is
 /// taken) does not tell the user once more that the run stops after the current round: the
 /// abort stops nothing more.

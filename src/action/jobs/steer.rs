@@ -24,7 +24,7 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_pending, abort_record, abort_taken,
+    ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_pending, abort_record, aborts_taken,
     apply, authorised, catch_up, changes_plan, command_text, confirm, record, said, steer_marker,
     take_aborts, waiting_on, with_trailer,
 };
@@ -160,8 +160,8 @@ impl Steer<'_> {
         };
         match &self.trigger.command {
             SlashCommand::Start => self.start(&checkout).await,
-            SlashCommand::Status => self.status(&checkout.plan).await,
-            SlashCommand::Abort => self.abort(&checkout.plan).await,
+            SlashCommand::Status => self.status(&checkout).await,
+            SlashCommand::Abort => self.abort(&checkout).await,
             SlashCommand::Proceed | SlashCommand::Answer { .. } | SlashCommand::Retry { .. } => {
                 self.change(checkout).await
             }
@@ -219,10 +219,10 @@ impl Steer<'_> {
 
     /// `/execute status`: the status comment refreshed, saying so while an `/execute abort`
     /// waits for the current round to end.
-    async fn status(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
-        let (client, pr) = (self.client, self.trigger.pr_number);
+    async fn status(&self, c: &Checkout) -> Result<Steered, ActionError> {
+        let (client, pr, plan) = (self.client, self.trigger.pr_number, &c.plan);
         let marked = comment::trusted_marked(client, pr, self.inputs.me()).await?;
-        match abort_pending(client, pr, &marked).await? {
+        match abort_pending(self.queue_of(c), &marked).await? {
             Some((id, user)) => self.write_stopping(plan, id, &user).await?,
             None => self.write_status(plan, &waiting_on(plan), None).await?,
         }
@@ -248,14 +248,14 @@ impl Steer<'_> {
     /// `/execute abort`: its own record, which the running round's writer reads (found again
     /// by its marker, so a re-run of this job writes it once), then the marker in the status
     /// comment that says so.
-    async fn abort(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
-        let (client, pr) = (self.client, self.trigger.pr_number);
+    async fn abort(&self, c: &Checkout) -> Result<Steered, ActionError> {
+        let (client, pr, plan) = (self.client, self.trigger.pr_number, &c.plan);
         let by = format!("`/execute` by @{}", self.trigger.user);
         let record = abort_record(self.trigger.comment_id);
         let marked = comment::trusted_marked(client, pr, self.inputs.me()).await?;
         // This job run again after the stop was taken: it stops nothing more, so the status
         // comment must not say it will.
-        if abort_taken(&marked, self.trigger.comment_id) {
+        if aborts_taken(self.queue_of(c))?.contains(&self.trigger.comment_id) {
             return Ok(said(
                 "This `/execute abort` was taken already (the run stopped for it, or a later command started it again); it stops nothing more.",
             ));
@@ -271,6 +271,12 @@ impl Steer<'_> {
         Ok(said(
             "Abort requested: the run stops after the current round.",
         ))
+    }
+
+    /// The pull request's queue as the writer of its branch checked out in `c` applies it.
+    fn queue_of<'b>(&'b self, c: &'b Checkout) -> Queue<'b> {
+        let pr = self.trigger.pr_number;
+        Queue::new(self.client, pr, &c.repo, &c.auth, &self.branch, &c.inputs)
     }
 
     /// `proceed`, `answer`, `retry`: commands queued earlier whose steer job GitHub cancelled
@@ -361,7 +367,7 @@ impl Steer<'_> {
             )));
         }
         let how = "taken back by a later command that started the run";
-        if take_aborts(client, &marked, id, how).await {
+        if take_aborts(self.queue_of(c), &marked, id, how).await? {
             self.write_status(&c.plan, &waiting_on(&c.plan), None)
                 .await?;
         }

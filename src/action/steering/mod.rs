@@ -21,6 +21,7 @@ use crate::action::ActionError;
 use crate::action::runtime::Runner;
 use crate::edge::github::{Client, comments::IssueComment};
 use crate::pure::plan::{Plan, model::Status};
+use std::collections::BTreeSet;
 
 use comment::SlashCommand;
 use queue::still_a_command;
@@ -57,7 +58,7 @@ pub const ABORT_BY_PREFIX: &str = "<!-- dagexec:abort-by:";
 /// status comment is not lost with the marker.
 const ABORT_RECORD_PREFIX: &str = "<!-- dagexec:abort:";
 /// In an abort's record: the stop it asked for was taken (a writer stopped for it, or a later
-/// command started the run again); it stops nothing more.
+/// command started the run again); what says so is the branch's record ([`aborts_taken`]).
 const ABORT_TAKEN: &str = "<!-- dagexec:abort-taken -->";
 
 /// The marker naming `/execute abort` comment `id`.
@@ -70,14 +71,22 @@ pub(crate) fn abort_record(id: u64) -> String {
     format!("{ABORT_RECORD_PREFIX}{id} -->")
 }
 
-/// The abort records among dagexec's own comments: the comment, the `/execute abort` it names,
-/// and whether that stop was taken.
-fn abort_records(marked: &comment::Trusted) -> impl Iterator<Item = (&IssueComment, u64, bool)> {
+/// The abort records among dagexec's own comments: the comment and the `/execute abort` it
+/// names. Whether that stop was taken is not theirs to say ([`aborts_taken`]).
+fn abort_records(marked: &comment::Trusted) -> impl Iterator<Item = (&IssueComment, u64)> {
     marked.own.iter().filter_map(|c| {
         let rest = c.body.trim_start().strip_prefix(ABORT_RECORD_PREFIX)?;
         let id = rest.split(" -->").next()?.trim().parse().ok()?;
-        Some((c, id, c.body.contains(ABORT_TAKEN)))
+        Some((c, id))
     })
+}
+
+/// The `/execute abort` comments whose stop was taken (a writer stopped for it, or a later
+/// command started the run again): those the record beside `q`'s branch holds, which only a
+/// writer that can push the branch moves. An abort's record that says so is not believed
+/// alone: any workflow that comments with `GITHUB_TOKEN` can write one.
+pub(crate) fn aborts_taken(q: Queue<'_>) -> Result<BTreeSet<u64>, ActionError> {
+    Ok(record::settled_beside(q.repo, q.branch, q.auth)?.1)
 }
 
 /// What an abort's record says once a writer stopped for it: the workflow run and attempt of
@@ -86,51 +95,52 @@ fn heeded_by(run: &str, attempt: u32) -> String {
     format!("heeded by run {run} (attempt {attempt})")
 }
 
-/// Whether a stop after the current round was asked for on pull request `pr`, for the job of
+/// Whether a stop after the current round was asked for on `q`'s pull request, for the job of
 /// `by`: one of dagexec's own status comments (`marked`) holds [`ABORT_MARKER`], or an abort's
-/// own record is not taken yet, naming an `/execute abort` comment that is on this pull
-/// request, by a person with write access now. Any workflow that comments with `GITHUB_TOKEN`
-/// writes as dagexec's comment job does, so the marker alone stops nothing. A stop found is
-/// taken: the records in `marked` say so from now on, heeded by `by`'s run and attempt (the
-/// caller stops), so the next run, which `/execute` starts, does not stop for it again — but a
-/// re-run of this job, whose earlier attempt stopped for it, does.
-pub async fn abort_confirmed(
-    client: &Client,
-    pr: u64,
+/// own record names an `/execute abort` the branch does not record as taken ([`aborts_taken`]),
+/// on this pull request, by a person with write access now. Any workflow that comments with
+/// `GITHUB_TOKEN` writes as dagexec's comment job does, so the marker alone stops nothing, and
+/// a record alone takes no stop. A stop found is taken: the branch's record and the records in
+/// `marked` say so from now on, heeded by `by`'s run and attempt (the caller stops), so the
+/// next run, which `/execute` starts, does not stop for it again — but a re-run of this job,
+/// whose earlier attempt stopped for it, does.
+pub(crate) async fn abort_confirmed(
+    q: Queue<'_>,
     marked: &comment::Trusted,
     by: &Runner,
 ) -> Result<bool, ActionError> {
+    let taken = aborts_taken(q)?;
     let attempt = crate::action::writer::run_attempt(by);
     let earlier =
         |c: &IssueComment| (1..attempt).any(|a| c.body.contains(&heeded_by(&by.run_id, a)));
-    if abort_records(marked).any(|r| r.2 && earlier(r.0)) {
+    if abort_records(marked).any(|r| taken.contains(&r.1) && earlier(r.0)) {
         println!(
             "An earlier attempt of this job stopped the run at `/execute abort`; so does this one."
         );
         return Ok(true);
     }
-    let taken: std::collections::BTreeSet<u64> =
-        abort_records(marked).filter(|r| r.2).map(|r| r.1).collect();
-    let named: std::collections::BTreeSet<u64> = marked
+    let named: BTreeSet<u64> = marked
         .own
         .iter()
         .filter(|c| c.starts_with(comment::STATUS_MARKER) && c.body.contains(ABORT_MARKER))
         .flat_map(|c| c.body.split(ABORT_BY_PREFIX).skip(1))
         .filter_map(|rest| rest.split(" -->").next()?.trim().parse().ok())
-        .chain(abort_records(marked).filter(|r| !r.2).map(|r| r.1))
+        .chain(abort_records(marked).map(|r| r.1))
         .collect();
     let asked: Vec<u64> = named.difference(&taken).copied().collect();
     if asked.is_empty() && (!named.is_empty() || !marked.abort_requested(ABORT_MARKER)) {
         return Ok(false);
     }
-    for id in asked {
-        match still_a_command(client, pr, id).await? {
+    for &id in &asked {
+        match still_a_command(q.client, q.pr, id).await? {
             Ok((_, Some(SlashCommand::Abort))) => {
                 let how = format!(
                     "{}: the run stopped for it; comment `/execute` to resume",
                     heeded_by(&by.run_id, attempt)
                 );
-                take_aborts(client, marked, u64::MAX, &how).await;
+                // The ones before it are no writer's abort: read once.
+                let upto = asked.iter().copied().filter(|a| *a <= id).collect();
+                take(q, marked, &upto, &how).await;
                 return Ok(true);
             }
             Ok(_) => tracing::warn!(comment = id, "the abort marker names no `/execute abort`"),
@@ -151,7 +161,7 @@ pub(crate) async fn abort_after(
     marked: &comment::Trusted,
     after: u64,
 ) -> Result<Option<u64>, ActionError> {
-    for (_, id, _) in abort_records(marked).filter(|r| r.1 > after) {
+    for (_, id) in abort_records(marked).filter(|r| r.1 > after) {
         if let Ok((_, Some(SlashCommand::Abort))) = still_a_command(client, pr, id).await? {
             return Ok(Some(id));
         }
@@ -159,49 +169,59 @@ pub(crate) async fn abort_after(
     Ok(None)
 }
 
-/// The `/execute abort` the run has not stopped for yet on pull request `pr` (its record in
-/// `marked` not taken, naming a writer's `/execute abort` on it) and who gave it.
+/// The `/execute abort` the run has not stopped for yet on `q`'s pull request (its record in
+/// `marked`, not taken — [`aborts_taken`] — naming a writer's `/execute abort` on it) and
+/// who gave it.
 pub(crate) async fn abort_pending(
-    client: &Client,
-    pr: u64,
+    q: Queue<'_>,
     marked: &comment::Trusted,
 ) -> Result<Option<(u64, String)>, ActionError> {
-    for (_, id, _) in abort_records(marked).filter(|r| !r.2) {
-        if let Ok((user, Some(SlashCommand::Abort))) = still_a_command(client, pr, id).await? {
+    let taken = aborts_taken(q)?;
+    for (_, id) in abort_records(marked).filter(|r| !taken.contains(&r.1)) {
+        if let Ok((user, Some(SlashCommand::Abort))) = still_a_command(q.client, q.pr, id).await? {
             return Ok(Some((id, user)));
         }
     }
     Ok(None)
 }
 
-/// Whether the stop `/execute abort` comment `id` asked for was taken already (its record in
-/// `marked` says so).
-pub(crate) fn abort_taken(marked: &comment::Trusted, id: u64) -> bool {
-    abort_records(marked).any(|r| r.1 == id && r.2)
-}
-
-/// Marks the abort records in `marked` that name an `/execute abort` comment older than
-/// `before` as taken (`how`: what took it); whether there was any. One that cannot be
-/// rewritten stays as it is: a later writer stops for it once more, which loses nothing.
+/// Takes the aborts in `marked` that name an `/execute abort` comment older than `before` and
+/// the branch does not record as taken yet (`how`: what took them); whether there was any.
 pub(crate) async fn take_aborts(
-    client: &Client,
+    q: Queue<'_>,
     marked: &comment::Trusted,
     before: u64,
     how: &str,
-) -> bool {
-    let mut any = false;
-    for (comment, id, _) in abort_records(marked).filter(|r| !r.2 && r.1 < before) {
+) -> Result<bool, ActionError> {
+    let taken = aborts_taken(q)?;
+    let ids: BTreeSet<u64> = abort_records(marked)
+        .map(|r| r.1)
+        .filter(|id| *id < before && !taken.contains(id))
+        .collect();
+    if !ids.is_empty() {
+        take(q, marked, &ids, how).await;
+    }
+    Ok(!ids.is_empty())
+}
+
+/// Records the aborts `ids` as taken beside `q`'s branch (after its push: the record is a
+/// commit of its tip), then rewrites their records in `marked` to say so (`how`: what took
+/// them). What cannot be written stays as it is: a later writer stops for it once more, which
+/// loses nothing.
+async fn take(q: Queue<'_>, marked: &comment::Trusted, ids: &BTreeSet<u64>, how: &str) {
+    if let Err(e) = record::keep_beside(q.repo, q.branch, q.auth, ids.iter().copied()) {
+        tracing::warn!("could not record an abort as taken beside the branch: {e}");
+    }
+    for (comment, id) in abort_records(marked).filter(|r| ids.contains(&r.1)) {
         let comment = comment.id;
-        any = true;
         let body = format!(
             "{}\n{ABORT_TAKEN}\n`/execute abort` (comment {id}): {how}.\n",
             abort_record(id)
         );
-        if let Err(e) = client.update_comment(comment, &body).await {
+        if let Err(e) = q.client.update_comment(comment, &body).await {
             tracing::warn!(comment, "could not mark an abort as taken: {e}");
         }
     }
-    any
 }
 
 /// The question a plain BLOCKED result of the task named `name` asks.

@@ -166,12 +166,12 @@ async fn settle_markers(
 /// there, `plan_rel`, and whose markers count, `me`).
 #[derive(Clone, Copy)]
 pub(crate) struct Queue<'a> {
-    client: &'a Client,
-    pr: u64,
-    repo: &'a Repo,
-    auth: &'a RemoteAuth,
+    pub(super) client: &'a Client,
+    pub(super) pr: u64,
+    pub(super) repo: &'a Repo,
+    pub(super) auth: &'a RemoteAuth,
     inputs: &'a Inputs,
-    branch: &'a str,
+    pub(super) branch: &'a str,
 }
 
 impl<'a> Queue<'a> {

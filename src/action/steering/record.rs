@@ -165,8 +165,9 @@ fn parse_trailer(line: &str) -> Option<(u64, bool)> {
 const SETTLED_FILE: &str = "dagexec-settled";
 
 /// The ref beside `branch` that keeps every command its history recorded as settled, so a
-/// force-push that drops those commits does not make them queued again. Only a writer that
-/// can push the branch can move it (a marker, which any workflow can write, is no record).
+/// force-push that drops those commits does not make them queued again, and every
+/// `/execute abort` whose stop was taken (`steering::aborts_taken`). Only a writer that can
+/// push the branch can move it (a marker, which any workflow can write, is no record).
 fn settled_ref(branch: &str) -> String {
     format!("refs/dagexec/settled/{branch}")
 }
@@ -188,9 +189,9 @@ pub(super) fn settled_beside(
     Ok((Some(at), ids))
 }
 
-/// Adds the commands `settled` (what the history of `HEAD`, pushed as `branch`, records) to
-/// the record beside it; called after the branch's push, so it never records a command the
-/// branch did not apply.
+/// Adds the commands `settled` (what the history of `HEAD`, pushed as `branch`, records, or
+/// the aborts a writer of it took) to the record beside it; called after the branch's push, so
+/// it never records a command the branch did not apply.
 pub(super) fn keep_beside(
     repo: &Repo,
     branch: &str,
