@@ -89,6 +89,21 @@ pub(crate) fn aborts_taken(q: Queue<'_>) -> Result<BTreeSet<u64>, ActionError> {
     Ok(record::settled_beside(q.repo, q.branch, q.auth)?.1)
 }
 
+/// [`aborts_taken`], read only when `marked` names an abort at all: a round's writer on a pull
+/// request nobody asked to stop fetches no record (a round trip to GitHub per job).
+fn aborts_taken_among(
+    q: Queue<'_>,
+    marked: &comment::Trusted,
+) -> Result<BTreeSet<u64>, ActionError> {
+    let named = abort_records(marked).next().is_some()
+        || marked.own.iter().any(|c| c.body.contains(ABORT_BY_PREFIX));
+    if named {
+        aborts_taken(q)
+    } else {
+        Ok(BTreeSet::new())
+    }
+}
+
 /// What an abort's record says once a writer stopped for it: the workflow run and attempt of
 /// that writer's job.
 fn heeded_by(run: &str, attempt: u32) -> String {
@@ -109,7 +124,7 @@ pub(crate) async fn abort_confirmed(
     marked: &comment::Trusted,
     by: &Runner,
 ) -> Result<bool, ActionError> {
-    let taken = aborts_taken(q)?;
+    let taken = aborts_taken_among(q, marked)?;
     let attempt = crate::action::writer::run_attempt(by);
     let earlier =
         |c: &IssueComment| (1..attempt).any(|a| c.body.contains(&heeded_by(&by.run_id, a)));
@@ -176,7 +191,7 @@ pub(crate) async fn abort_pending(
     q: Queue<'_>,
     marked: &comment::Trusted,
 ) -> Result<Option<(u64, String)>, ActionError> {
-    let taken = aborts_taken(q)?;
+    let taken = aborts_taken_among(q, marked)?;
     for (_, id) in abort_records(marked).filter(|r| !taken.contains(&r.1)) {
         if let Ok((user, Some(SlashCommand::Abort))) = still_a_command(q.client, q.pr, id).await? {
             return Ok(Some((id, user)));
@@ -193,7 +208,7 @@ pub(crate) async fn take_aborts(
     before: u64,
     how: &str,
 ) -> Result<bool, ActionError> {
-    let taken = aborts_taken(q)?;
+    let taken = aborts_taken_among(q, marked)?;
     let ids: BTreeSet<u64> = abort_records(marked)
         .map(|r| r.1)
         .filter(|id| *id < before && !taken.contains(id))
