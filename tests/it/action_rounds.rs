@@ -47,6 +47,17 @@ fn lab_with_worker(tasks: Vec<Value>, worker: &str) -> Lab {
     rounds_lab(tasks, worker, &[])
 }
 
+/// Two tasks, the second after the first, each writing its file: the finalize re-run tests'.
+fn one_then_two() -> Lab {
+    lab_with_worker(
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        WRITES_ITS_FILE,
+    )
+}
+
 #[test]
 fn rounds_say_what_happened_breaker_numbers_and_attempt_counts_are_the_real_ones() {
     let lab = new_lab(vec![
@@ -409,10 +420,7 @@ fi
 #[test]
 fn a_re_run_of_failed_jobs_counts_every_run_attempts_spend_once() {
     let mut lab = lab_with_worker(vec![task("Zero", &["t0.txt"], &[])], PAYING_WORKER);
-    lab.set_env("DAGEXEC_FAILPOINT", "after-commit:1");
-    let round = lab.round(1);
-    let (ok, log) = round.finalized.clone().unwrap();
-    assert!(!ok, "killed by its failpoint:\n{log}");
+    let (round, _) = lab.round_killed_at("after-commit:1", 1);
     lab.set_env("DAGEXEC_FAILPOINT", "");
     lab.set_env("GITHUB_RUN_ATTEMPT", "2");
     let (o, artifacts) = (&round.planned.outputs, lab.tmp.path().join("artifacts-1"));
@@ -784,17 +792,8 @@ fn a_finalize_killed_after_its_final_push_is_finished_by_the_next_run() {
 /// run carries on to its end.
 #[test]
 fn a_finalize_killed_after_its_push_is_carried_on_by_its_re_run() {
-    let mut lab = lab_with_worker(
-        vec![
-            task("one", &["t1.txt"], &[]),
-            task("two", &["t2.txt"], &[0]),
-        ],
-        WRITES_ITS_FILE,
-    );
-    lab.set_env("DAGEXEC_FAILPOINT", "push:1");
-    let round = lab.round(1);
-    let (ok, log) = round.finalized.clone().unwrap();
-    assert!(!ok, "killed by its failpoint:\n{log}");
+    let mut lab = one_then_two();
+    let (round, log) = lab.round_killed_at("push:1", 1);
     lab.set_env("DAGEXEC_FAILPOINT", "");
     let pushed = lab.branch_log();
     assert_eq!(pushed[0], "dagexec: round 1 — 1/1 tasks (1/2 overall)");
@@ -868,17 +867,8 @@ fn a_re_run_of_a_finalize_that_heeded_an_abort_still_starts_nothing() {
 /// again (a second dispatch would cancel a pending run of the branch's concurrency group).
 #[test]
 fn a_re_run_of_a_finalize_that_had_dispatched_dispatches_nothing_again() {
-    let mut lab = lab_with_worker(
-        vec![
-            task("one", &["t1.txt"], &[]),
-            task("two", &["t2.txt"], &[0]),
-        ],
-        WRITES_ITS_FILE,
-    );
-    lab.set_env("DAGEXEC_FAILPOINT", "status:1");
-    let round = lab.round(1);
-    let (ok, log) = round.finalized.clone().unwrap();
-    assert!(!ok, "killed by its failpoint:\n{log}");
+    let mut lab = one_then_two();
+    let (round, log) = lab.round_killed_at("status:1", 1);
     assert_eq!(lab.dispatches(), 1, "{log}");
     let text = lab.rerun_finalize(1, &round.planned);
     assert_eq!(lab.dispatches(), 1, "dispatched again:\n{text}");
@@ -901,17 +891,8 @@ fn a_re_run_of_a_finalize_that_had_dispatched_dispatches_nothing_again() {
 /// `in_progress`, then `completed` with a conclusion).
 #[test]
 fn a_re_run_of_a_finalize_whose_dispatched_run_failed_dispatches_again() {
-    let mut lab = lab_with_worker(
-        vec![
-            task("one", &["t1.txt"], &[]),
-            task("two", &["t2.txt"], &[0]),
-        ],
-        WRITES_ITS_FILE,
-    );
-    lab.set_env("DAGEXEC_FAILPOINT", "status:1");
-    let round = lab.round(1);
-    let (ok, log) = round.finalized.clone().unwrap();
-    assert!(!ok, "killed by its failpoint:\n{log}");
+    let mut lab = one_then_two();
+    let (round, log) = lab.round_killed_at("status:1", 1);
     assert_eq!(lab.dispatches(), 1, "{log}");
     let next = lab.gh.state().dispatches[0].run_id;
     lab.gh.finish_run(next, "failure", Vec::new());
@@ -982,10 +963,7 @@ fn a_status_comment_edited_to_say_the_run_stopped_does_not_stop_a_re_run() {
     );
     let (_, ok, log) = lab.round_result(1);
     assert!(ok, "{log}");
-    lab.set_env("DAGEXEC_FAILPOINT", "push:2");
-    let round = lab.round(2);
-    let (ok, log) = round.finalized.clone().unwrap();
-    assert!(!ok, "killed by its failpoint:\n{log}");
+    let (round, log) = lab.round_killed_at("push:2", 2);
     assert_eq!(lab.dispatches(), 1, "{log}");
     lab.set_env("DAGEXEC_FAILPOINT", "");
     let st = lab.gh.state();
@@ -1007,13 +985,7 @@ fn a_status_comment_edited_to_say_the_run_stopped_does_not_stop_a_re_run() {
 /// dispatched from the same commit and dispatches none again.
 #[test]
 fn a_re_run_of_a_stale_finalize_dispatches_its_fresh_round_once() {
-    let mut lab = lab_with_worker(
-        vec![
-            task("one", &["t1.txt"], &[]),
-            task("two", &["t2.txt"], &[0]),
-        ],
-        WRITES_ITS_FILE,
-    );
+    let mut lab = one_then_two();
     let (_, ok, log) = lab.round_result(1);
     assert!(ok, "{log}");
     let planned = lab.plan_job(2, &[]);
@@ -1045,17 +1017,8 @@ fn a_re_run_of_a_stale_finalize_dispatches_its_fresh_round_once() {
 /// then dispatches the next one.
 #[test]
 fn a_finalize_killed_before_its_push_is_done_once_by_its_re_run() {
-    let mut lab = lab_with_worker(
-        vec![
-            task("one", &["t1.txt"], &[]),
-            task("two", &["t2.txt"], &[0]),
-        ],
-        WRITES_ITS_FILE,
-    );
-    lab.set_env("DAGEXEC_FAILPOINT", "after-commit:1");
-    let round = lab.round(1);
-    let (ok, log) = round.finalized.clone().unwrap();
-    assert!(!ok, "killed by its failpoint:\n{log}");
+    let mut lab = one_then_two();
+    let (round, log) = lab.round_killed_at("after-commit:1", 1);
     assert!(lab.branch_log().is_empty(), "nothing pushed:\n{log}");
     lab.set_env("DAGEXEC_FAILPOINT", "");
     lab.set_env("GITHUB_RUN_ATTEMPT", "2");

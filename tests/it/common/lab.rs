@@ -469,6 +469,16 @@ impl Lab {
         panic!("more than {limit} rounds");
     }
 
+    /// Run `run_id`'s round with its finalize killed at `failpoint` (`NAME:ROUND`, as
+    /// `DAGEXEC_FAILPOINT` takes it): the round, and finalize's output.
+    pub fn round_killed_at(&mut self, failpoint: &str, run_id: u64) -> (Round, String) {
+        self.set_env("DAGEXEC_FAILPOINT", failpoint);
+        let round = self.round(run_id);
+        let (ok, log) = round.finalized.clone().unwrap();
+        assert!(!ok, "killed by its failpoint:\n{log}");
+        (round, log)
+    }
+
     /// "Re-run failed jobs" of run `run_id`'s finalize (attempt 2, no failpoint) after
     /// `planned`, with the artifacts its workers uploaded: it succeeds and carries on from its
     /// earlier attempt. Its output.
