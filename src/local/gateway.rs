@@ -7,19 +7,20 @@ use std::sync::Arc;
 use crate::flow::{RunError, RunOptions};
 use crate::pure::plan::model::Plan;
 
-/// The gateway's configuration, a warning to say, and its settings.
-type GatewayConfig = (
-    crate::edge::gateway::Config,
-    Option<String>,
-    crate::flow::settings::GatewaySettings,
-);
+/// The gateway's configuration for a run, checked.
+struct Checked {
+    config: crate::edge::gateway::Config,
+    /// What to say at the start (a Codex configuration followed in part, say).
+    warning: Option<String>,
+    settings: crate::flow::settings::GatewaySettings,
+}
 
 /// The model gateway's configuration for a run of `plan` (`None`: `gateway: off` in
 /// .design/dagexec.yml or `DAGEXEC_GATEWAY=off`): the providers' keys and base URLs from
 /// dagexec's environment (a user's Codex configuration the gateway cannot follow refuses a
 /// Codex worker's run), the run's `max-cost` against what the plan recorded before, the
 /// per-task cap and the request cap of the settings.
-pub(super) fn config(plan: &Plan, opts: &RunOptions) -> Result<Option<GatewayConfig>, RunError> {
+fn config(plan: &Plan, opts: &RunOptions) -> Result<Option<Checked>, RunError> {
     let file = crate::flow::settings::read_file_config(&opts.root)
         .map_err(|e| RunError::Other(format!("{e}")))?;
     let env = |k: &str| std::env::var(k).ok();
@@ -36,7 +37,24 @@ pub(super) fn config(plan: &Plan, opts: &RunOptions) -> Result<Option<GatewayCon
         &opts.settings.worker,
     )
     .map_err(|e| RunError::Other(format!("{e} ({})", e.hint())))?;
-    Ok(Some((config, warning, settings)))
+    Ok(Some(Checked {
+        config,
+        warning,
+        settings,
+    }))
+}
+
+/// [`config`] with the other pre-start checks, before anything is written; its warning said
+/// once, here.
+pub(super) fn check(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
+    if let Some(Checked {
+        warning: Some(warning),
+        ..
+    }) = config(plan, opts)?
+    {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
 }
 
 /// dagexec's model gateway for this run's workers ([`config`], from the plan as it
@@ -46,7 +64,10 @@ pub(super) fn start(
     plan: &Plan,
     opts: &RunOptions,
 ) -> Result<Option<Arc<crate::edge::gateway::Gateway>>, RunError> {
-    let Some((config, _, settings)) = config(plan, opts)? else {
+    let Some(Checked {
+        config, settings, ..
+    }) = config(plan, opts)?
+    else {
         return Ok(None);
     };
     let gateway = runtime

@@ -41,9 +41,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         .map_err(RunError::Other)?;
     // The model gateway's settings and the user's Codex configuration it follows, before
     // anything is written (a branch made, a round recovered); warned about once, here.
-    if let Some((_, Some(warning), _)) = gateway::config(&plan, opts)? {
-        eprintln!("warning: {warning}");
-    }
+    gateway::check(&plan, opts)?;
     let repo = Arc::new(open_repo(opts)?);
     repo.head()?;
     let _lock = take_lock(&repo, ui)?;
