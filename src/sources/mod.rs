@@ -280,25 +280,30 @@ mod order_tests;
 #[cfg(test)]
 pub(crate) mod testing;
 
+/// A generated plan's task list in the work tree, edited during the run ([`edited`]).
+struct Edit {
+    format: Format,
+    path: String,
+    /// The list as the work tree holds it.
+    work: String,
+}
+
 /// A generated plan's task list in the work tree, when it is an edit made during the run (it
-/// differs from the committed one): its format, path and text.
-fn edited(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<(Format, String, String)> {
+/// differs from the committed one).
+fn edited(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<Edit> {
     let format = Format::of_plan(plan)?;
     let path = own_file(plan)?;
     let work = std::fs::read_to_string(repo.root().join(&path)).ok()?;
     let head = String::from_utf8(repo.read_at("HEAD", &path).ok()??).ok()?;
-    (work != head).then_some((format, path, work))
+    (work != head).then_some(Edit { format, path, work })
 }
 
-/// The tasks of `plan` the edited list `work` (at `path`, [`edited`]) takes out — absent from
+/// The tasks of `plan` the edited list takes out — absent from
 /// its plan: Taskmaster's `cancelled`, `deferred`, `blocked` (and what waits for those), a
 /// task removed — or marks done, by plan index, with whether they are done there; `None`
 /// when it does not read.
-fn settled_by_edit(
-    root: &Path,
-    plan: &Plan,
-    (format, path, work): &(Format, String, String),
-) -> Option<Vec<(usize, bool)>> {
+fn settled_by_edit(root: &Path, plan: &Plan, edit: &Edit) -> Option<Vec<(usize, bool)>> {
+    let Edit { format, path, work } = edit;
     let reader = format.reader();
     let (plan_rel, dir) = (
         generated::plan_rel_of(path),
@@ -339,7 +344,7 @@ pub fn withdrawn(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<(String, 
     let settled = settled_by_edit(repo.root(), plan, &edit)?;
     let open = |i: &usize| plan.tasks[*i].status == Status::Pending && !plan.tasks[*i].join;
     let tasks: Vec<usize> = settled.into_iter().map(|(i, _)| i).filter(open).collect();
-    (!tasks.is_empty()).then_some((edit.1, tasks))
+    (!tasks.is_empty()).then_some((edit.path, tasks))
 }
 
 /// At the end of a run of a generated plan: when the task list in the work tree is an edit
@@ -349,7 +354,7 @@ pub fn withdrawn(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<(String, 
 /// that it does not mark done — and how to keep them. `None` when there is nothing to say.
 pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<String> {
     let edit = edited(repo, plan)?;
-    let (format, path, work) = &edit;
+    let Edit { format, path, work } = &edit;
     let names = crate::pure::plan::ids::TaskNames::of(plan);
     let late: Vec<String> = settled_by_edit(repo.root(), plan, &edit)
         .unwrap_or_default()

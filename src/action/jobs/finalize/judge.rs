@@ -75,7 +75,8 @@ impl Finalize<'_> {
                 });
             }
             if let Some(m) = &mut j.measured {
-                let earlier = earlier_spend(artifacts, (&ctx.run_id, run_attempt), e, now);
+                let names = accepted_names(&ctx.run_id, run_attempt, e);
+                let earlier = earlier_spend(artifacts, names, e, now);
                 m.usage = std::mem::take(&mut m.usage).plus(earlier);
             }
             judged.push(j);
@@ -84,19 +85,20 @@ impl Finalize<'_> {
     }
 }
 
-/// What `e`'s artifacts of earlier attempts of the run (`run`: its id and this attempt) in
-/// `dir` spent, beside the one judged (the newest). "Re-run failed jobs" runs a work job again
+/// What `e`'s artifacts of earlier attempts of the run in `dir` spent (`names`: the ones it
+/// accepts, newest first: [`accepted_names`]), beside the one judged (the newest). "Re-run
+/// failed jobs" runs a work job again
 /// in a later attempt of the same run; GitHub keeps listing the earlier attempts' artifacts
 /// for the run, and their workers spent too. No finalize counted them: one that did and
 /// pushed leaves its re-run the plan that push holds (`publish`). An artifact that cannot be
 /// read spent nothing that can be believed.
 fn earlier_spend(
     dir: &std::path::Path,
-    (run_id, run_attempt): (&str, u32),
+    names: Vec<String>,
     e: &matrix::MatrixEntry,
     now: jiff::Timestamp,
 ) -> crate::pure::usage::Usage {
-    accepted_names(run_id, run_attempt, e)
+    names
         .into_iter()
         .filter(|n| dir.join(n).exists())
         .skip(1)
