@@ -281,7 +281,7 @@ mod order_tests;
 pub(crate) mod testing;
 
 /// A generated plan's task list in the work tree, edited during the run ([`edited`]).
-struct Edit {
+struct ListEdit {
     format: Format,
     path: String,
     /// The list as the work tree holds it.
@@ -290,20 +290,20 @@ struct Edit {
 
 /// A generated plan's task list in the work tree, when it is an edit made during the run (it
 /// differs from the committed one).
-fn edited(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<Edit> {
+fn edited(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<ListEdit> {
     let format = Format::of_plan(plan)?;
     let path = own_file(plan)?;
     let work = std::fs::read_to_string(repo.root().join(&path)).ok()?;
     let head = String::from_utf8(repo.read_at("HEAD", &path).ok()??).ok()?;
-    (work != head).then_some(Edit { format, path, work })
+    (work != head).then_some(ListEdit { format, path, work })
 }
 
 /// The tasks of `plan` the edited list takes out — absent from
 /// its plan: Taskmaster's `cancelled`, `deferred`, `blocked` (and what waits for those), a
 /// task removed — or marks done, by plan index, with whether they are done there; `None`
 /// when it does not read.
-fn settled_by_edit(root: &Path, plan: &Plan, edit: &Edit) -> Option<Vec<(usize, bool)>> {
-    let Edit { format, path, work } = edit;
+fn settled_by_edit(root: &Path, plan: &Plan, edit: &ListEdit) -> Option<Vec<(usize, bool)>> {
+    let ListEdit { format, path, work } = edit;
     let reader = format.reader();
     let (plan_rel, dir) = (
         generated::plan_rel_of(path),
@@ -354,7 +354,7 @@ pub fn withdrawn(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<(String, 
 /// that it does not mark done — and how to keep them. `None` when there is nothing to say.
 pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<String> {
     let edit = edited(repo, plan)?;
-    let Edit { format, path, work } = &edit;
+    let ListEdit { format, path, work } = &edit;
     let names = crate::pure::plan::ids::TaskNames::of(plan);
     let late: Vec<String> = settled_by_edit(repo.root(), plan, &edit)
         .unwrap_or_default()
