@@ -452,12 +452,9 @@ mod tests {
         assert!(kept.len() <= crate::edge::worker::CUT_MARKER.len() + crate::edge::worker::LOG_CAP);
     }
 
-    /// A `result.json` past the conductor's bound (a worker that changed more paths than it
-    /// holds, or a hostile job's): finalize refuses the attempt as the conductor does, what it
-    /// spent kept; and a `changes.patch` past its bound is refused as the conductor refuses it.
-    #[test]
-    fn an_oversized_result_or_patch_is_refused_by_finalize_as_by_the_conductor() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A result whose `result.json` is past the conductor's bound (more changed paths than it
+    /// holds), $0.25 spent.
+    fn oversized() -> WorkResult {
         let mut r = WorkResult::new(0, 1, 1, "abc", &AttemptReport::default(), Duration::ZERO);
         let limit = crate::action::artifact_zip::RESULT_LIMIT as usize;
         r.changed = (0..limit / 20).map(|i| format!("src/{i:016}")).collect();
@@ -465,6 +462,16 @@ mod tests {
             cost_usd: Some(0.25),
             ..Default::default()
         });
+        r
+    }
+
+    /// A `result.json` past the conductor's bound (a worker that changed more paths than it
+    /// holds, or a hostile job's): finalize refuses the attempt as the conductor does, what it
+    /// spent kept; and a `changes.patch` past its bound is refused as the conductor refuses it.
+    #[test]
+    fn an_oversized_result_or_patch_is_refused_by_finalize_as_by_the_conductor() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = oversized();
         write(dir.path(), &r, b"", None).unwrap();
         let zipped = crate::action::artifact_zip::read(zip_of(dir.path())).unwrap();
         let kept = read(dir.path()).unwrap();
@@ -501,13 +508,7 @@ mod tests {
     fn an_oversized_result_keeps_its_rate_limits() {
         use crate::pure::usage::limited::Limited;
         let dir = tempfile::tempdir().unwrap();
-        let mut r = WorkResult::new(0, 1, 1, "abc", &AttemptReport::default(), Duration::ZERO);
-        let limit = crate::action::artifact_zip::RESULT_LIMIT as usize;
-        r.changed = (0..limit / 20).map(|i| format!("src/{i:016}")).collect();
-        r.usage = Some(crate::pure::usage::Usage {
-            cost_usd: Some(0.25),
-            ..Default::default()
-        });
+        let mut r = oversized();
         let held = Limited {
             provider: crate::pure::gateway::Provider::Anthropic,
             answers: 3,
