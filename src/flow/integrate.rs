@@ -46,6 +46,17 @@ pub(crate) struct RoundBuild {
     /// Whether the round said what `overlap: merge` would do with a conflict between tasks
     /// that declare no files (said once a round).
     merge_hinted: bool,
+    /// The round's tree as last written, for the next index to start from instead of
+    /// applying every accepted patch again.
+    written: Option<Written>,
+}
+
+/// A round's tree written from its index: `HEAD` (`head`) with the first `count` accepted
+/// patches applied.
+struct Written {
+    head: String,
+    count: usize,
+    tree: String,
 }
 
 impl RoundBuild {
@@ -60,10 +71,17 @@ impl RoundBuild {
         self.accepted.is_empty()
     }
 
-    /// The round's temporary index: `HEAD` with the accepted patches applied.
+    /// The round's temporary index: `HEAD` with the accepted patches applied (from the tree
+    /// last written, when `HEAD` is still where it was then).
     pub(super) fn index(&self, repo: &Repo) -> Result<RoundIndex, RunError> {
-        let index = repo.round_index()?;
-        for (_, patch) in &self.accepted {
+        let head = repo.head()?;
+        let (index, done) = match &self.written {
+            Some(w) if w.head == head && w.count <= self.accepted.len() => {
+                (repo.round_index_holding(&head, &w.tree)?, w.count)
+            }
+            _ => (repo.round_index_holding(&head, &head)?, 0),
+        };
+        for (_, patch) in &self.accepted[done..] {
             index
                 .apply_patch(patch)
                 .map_err(|e| RunError::Other(format!("cannot rebuild the round: {}", e.message)))?;
@@ -89,6 +107,7 @@ impl RoundBuild {
         ui: &Ui,
     ) -> Result<(), RunError> {
         let index = self.index(repo)?;
+        let before = self.accepted.len();
         let accepted = &mut self.accepted;
         let applied = &mut self.applied;
         // Files the user changed (or keeps untracked or ignored) where a patch writes: the
@@ -111,9 +130,9 @@ impl RoundBuild {
                         "the working tree has uncommitted changes that are not from this run at {} (commit or stash them)",
                         found.join(", ")
                     )),
-                    _ => match index.check_patch(&j.patch) {
+                    _ => match index.apply_patch(&j.patch) {
                         Ok(()) => {
-                            land(&index, accepted, applied, j)?;
+                            landed(accepted, applied, j);
                             None
                         }
                         Err(e) => {
@@ -141,7 +160,7 @@ impl RoundBuild {
             } else if crate::flow::steps::longrun::keeps_partial(j) {
                 let found = users(j);
                 let checked = if found.is_empty() {
-                    index.check_patch(&j.patch).map_err(|e| e.message)
+                    index.apply_patch(&j.patch).map_err(|e| e.message)
                 } else {
                     Err(format!(
                         "the working tree has uncommitted changes at {}",
@@ -149,7 +168,7 @@ impl RoundBuild {
                     ))
                 };
                 match checked {
-                    Ok(()) => land(&index, accepted, applied, j)?,
+                    Ok(()) => landed(accepted, applied, j),
                     Err(e) => ui.say(format!(
                         "  task {}: its work so far is dropped, it conflicts: {}",
                         crate::pure::plan::ids::name(plan, j.index),
@@ -158,6 +177,13 @@ impl RoundBuild {
                 }
             }
             self.decided.push(j, status, &result);
+        }
+        if self.accepted.len() > before {
+            self.written = Some(Written {
+                head: index.base().to_string(),
+                count: self.accepted.len(),
+                tree: index.write_tree()?,
+            });
         }
         Ok(())
     }
@@ -338,20 +364,15 @@ pub fn commit_message(
     }
     s
 }
-/// A patch that applies lands in the round's index, and is remembered as the change of its
-/// task's files.
-fn land(
-    index: &RoundIndex,
+/// A patch that applied to the round's index (`git apply` changes all or nothing) is
+/// remembered as the change of its task's files.
+fn landed(
     accepted: &mut Vec<(usize, crate::edge::git::Patch)>,
     applied: &mut Vec<(usize, BTreeSet<String>)>,
     j: &Judged,
-) -> Result<(), RunError> {
-    index
-        .apply_patch(&j.patch)
-        .map_err(|e| RunError::Other(e.message))?;
+) {
     accepted.push((j.index, j.patch.clone()));
     applied.push((j.index, j.touched.iter().cloned().collect()));
-    Ok(())
 }
 
 /// The landed task whose change `patch` does not apply after (`None`: the branch's own

@@ -979,7 +979,7 @@ fn a_work_job_diffs_the_changes_once_when_the_worker_left_the_plan_alone() {
     let calls = std::fs::read_to_string(&seen).unwrap();
     let diffs = calls
         .lines()
-        .filter(|l| l.contains("diff --cached") && l.contains("--name-status"))
+        .filter(|l| l.contains("diff --cached") && l.contains("--raw"))
         .count();
     assert_eq!(diffs, 1, "{calls}");
     let patch = std::fs::read_to_string(art.join("changes.patch")).unwrap();

@@ -519,3 +519,59 @@ echo "COMPLETED: wrote $f""#,
     );
     assert!(!committed.contains("secret.txt"), "{committed}");
 }
+
+/// Every git run is a process the round waits for. A round applies each accepted change to
+/// its index once (`git apply` is all or nothing: no `--check` first, and the round's commit
+/// starts from the tree written after the changes landed, not from `HEAD` with every change
+/// applied again); a pooled worktree is checked after its reset with one `git status` (its
+/// `HEAD` in the `--branch` header), not a `rev-parse` beside it; and a worker's change is
+/// listed once (`diff --raw`), its untracked files once.
+#[test]
+fn a_round_applies_each_change_once_and_a_reused_tree_is_checked_with_one_status() {
+    let dir = repo(
+        &plan(&[
+            ("a.txt", &[]),
+            ("b.txt", &[]),
+            ("c.txt", &[]),
+            ("d.txt", &[]),
+        ]),
+        &[],
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let seen = tools.path().join("calls");
+    let bin = common::git_in_front(
+        tools.path(),
+        &format!("echo \"$PWD: $*\" >> '{}'", seen.display()),
+    );
+    let (_w, cmd) = worker(
+        r#"f=$(sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE")
+echo x > "$f"
+echo "COMPLETED: wrote $f""#,
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let o = run_cmd(dir.path(), cache.path(), &cmd)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(committed_files(dir.path()).matches(".txt").count(), 4);
+    let calls = std::fs::read_to_string(&seen).unwrap();
+    let count = |what: &[&str]| {
+        calls
+            .lines()
+            .filter(|l| what.iter().all(|w| l.contains(w)))
+            .count()
+    };
+    assert_eq!(count(&[" apply ", "--cached"]), 4, "{calls}");
+    assert_eq!(count(&[" apply ", "--check"]), 0, "{calls}");
+    // Three of the four attempts ran in a reused tree.
+    assert_eq!(
+        count(&["/worktrees/", " status ", "--porcelain=v2"]),
+        3,
+        "{calls}"
+    );
+    assert_eq!(count(&["/worktrees/", " rev-parse "]), 0, "{calls}");
+    assert_eq!(count(&["/worktrees/", " diff --cached "]), 8, "{calls}");
+    assert_eq!(count(&["/worktrees/", " ls-files --others"]), 4, "{calls}");
+}

@@ -277,6 +277,7 @@ impl Repo {
         let scratch = RoundIndex::read(self.root(), tmp.path(), "index", base)?;
         scratch.apply_cached(patch)?;
         let staged = super::worktree::Staged(self.root(), Some(&scratch.index), base, &[]);
-        Ok((staged.paths()?.into_iter().collect(), staged.links()?))
+        let (paths, links) = staged.paths_and_links()?;
+        Ok((paths.into_iter().collect(), links))
     }
 }

@@ -133,12 +133,16 @@ impl Repo {
     /// A temporary index at `HEAD` for building a round commit. A stale one left by a crash is
     /// replaced.
     pub fn round_index(&self) -> Result<RoundIndex, GitError> {
-        RoundIndex::read(
-            &self.root,
-            &self.dagexec_dir(),
-            "round-index",
-            &self.head()?,
-        )
+        let head = self.head()?;
+        self.round_index_holding(&head, &head)
+    }
+
+    /// [`Repo::round_index`] for a round on `base` (its commits' parent) that holds `tree`,
+    /// written earlier from such an index: what was applied to it is not applied again.
+    pub fn round_index_holding(&self, base: &str, tree: &str) -> Result<RoundIndex, GitError> {
+        let mut index = RoundIndex::read(&self.root, &self.dagexec_dir(), "round-index", tree)?;
+        base.clone_into(&mut index.base);
+        Ok(index)
     }
 
     /// Of `paths` (repo-relative; a directory covers what is under it), the entries whose

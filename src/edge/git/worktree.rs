@@ -110,17 +110,23 @@ impl Worktree {
     /// or any path `git status` lists — modified, staged, untracked or ignored. `None` when it
     /// is exactly the base.
     pub fn differs_from_base(&self) -> Result<Option<String>, GitError> {
-        let head = git(&self.path, "rev-parse HEAD")
-            .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-            .run_text()?;
+        // One `git status` says both: `HEAD` in its `# branch.oid` header, then the entries.
+        let status = super::cmd::status(&self.path, "status --ignored", &["--ignored=matching"])
+            .args(["--porcelain=v2", "--branch"])
+            .run()?;
+        let fields: Vec<String> = nul_fields(&status).collect();
+        let (headers, entries): (Vec<&String>, Vec<&String>) =
+            fields.iter().partition(|f| f.starts_with("# "));
+        let head = headers
+            .iter()
+            .find_map(|h| h.strip_prefix("# branch.oid "))
+            .unwrap_or("(none)");
         if head != self.base {
             return Ok(Some(format!("HEAD is at {head}, not {}", self.base)));
         }
-        let status =
-            super::cmd::status(&self.path, "status --ignored", &["--ignored=matching"]).run()?;
-        Ok(nul_fields(&status)
-            .next()
-            .map(|entry| format!("it holds `{entry}`")))
+        Ok(entries
+            .first()
+            .map(|entry| format!("it holds `{}`", entry_v1(entry))))
     }
 
     /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
@@ -165,12 +171,8 @@ impl Worktree {
 /// ones that differ from `base`, in the work tree or in a commit the worker made) hold more than [`MAX_CHANGE_BYTES`] together — `its added and changed files hold
 /// 200.0 MiB (big.bin 200.0 MiB), over the 100 MiB …`, largest first; `None` within it. Read
 /// from the file system (lstat) before anything is staged, so an oversized change never
-/// reaches the object store or memory.
-fn oversized(dir: &Path, base: &str) -> Result<Option<String>, GitError> {
-    let untracked = git(dir, "ls-files --others")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .args(["ls-files", "-z", "--others", "--exclude-standard"])
-        .run()?;
+/// reaches the object store or memory. `untracked`: [`untracked`]'s listing of `dir`.
+fn oversized(dir: &Path, base: &str, untracked: &[u8]) -> Result<Option<String>, GitError> {
     let changed = git(dir, "diff --name-only")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .args([
@@ -183,7 +185,7 @@ fn oversized(dir: &Path, base: &str) -> Result<Option<String>, GitError> {
         ])
         .arg("--")
         .run()?;
-    let mut files: Vec<(String, u64)> = nul_fields(&untracked)
+    let mut files: Vec<(String, u64)> = nul_fields(untracked)
         .chain(nul_fields(&changed))
         .collect::<BTreeSet<_>>()
         .into_iter()
@@ -230,10 +232,11 @@ pub fn changes_within(dir: &Path, base: &str) -> Result<Result<Changes, String>,
             "refused: its worktree is gone: the worker removed it (or put something else in its place); nothing of it was integrated".into(),
         ));
     }
-    if let Some(why) = oversized(dir, base)? {
+    let untracked = untracked(dir, None)?;
+    if let Some(why) = oversized(dir, base, &untracked)? {
         return Ok(Err(why));
     }
-    match changes_in(dir, base) {
+    match changes_listed(dir, base, &untracked) {
         Ok(changes) => Ok(Ok(changes)),
         Err(e) => match disk_full(&e) {
             Some(line) => Ok(Err(format!(
@@ -315,19 +318,39 @@ impl Changes {
 /// lies in a directory named like git's own under another case — git itself would refuse to
 /// add it and fail the whole command — then the staged changes against `base`.
 pub fn changes_in(dir: &Path, base: &str) -> Result<Changes, GitError> {
-    let forbidden = add_all(dir, None)?;
+    changes_listed(dir, base, &untracked(dir, None)?)
+}
+
+/// [`changes_in`] with `dir`'s [`untracked`] files listed already.
+fn changes_listed(dir: &Path, base: &str, untracked: &[u8]) -> Result<Changes, GitError> {
+    let forbidden = add_listed(dir, None, untracked)?;
     diff(dir, base, Vec::new(), forbidden.into_iter().collect())
+}
+
+/// The untracked files in the checkout at `dir` that `git add --all` would add (into the
+/// index file `index` instead of its own, when given), as `git ls-files -z` lists them.
+fn untracked(dir: &Path, index: Option<&Path>) -> Result<Vec<u8>, GitError> {
+    git(dir, "ls-files --others")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .index(index)
+        .args(["ls-files", "--others", "--exclude-standard", "-z"])
+        .run()
 }
 
 /// `git add --all` in the checkout at `dir` (into the index file `index` instead of its own,
 /// when given), leaving out what lies in a directory named like git's own under another case;
 /// returns those left out.
 pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<String>, GitError> {
-    let untracked = git(dir, "ls-files --others")
-        .index(index)
-        .args(["ls-files", "--others", "--exclude-standard", "-z"])
-        .run()?;
-    let forbidden: BTreeSet<String> = nul_fields(&untracked)
+    add_listed(dir, index, &untracked(dir, index)?)
+}
+
+/// [`add_all`] with the [`untracked`] files listed already.
+fn add_listed(
+    dir: &Path,
+    index: Option<&Path>,
+    untracked: &[u8],
+) -> Result<BTreeSet<String>, GitError> {
+    let forbidden: BTreeSet<String> = nul_fields(untracked)
         .filter_map(|f| crate::pure::paths::git_dir_prefix(&f))
         .collect();
     if crate::edge::agent_user::current().is_some() {
@@ -414,58 +437,113 @@ impl<'a> Staged<'a> {
 
     /// The paths changed (both names of a rename).
     pub(super) fn paths(&self) -> Result<BTreeSet<String>, GitError> {
-        let label = "diff --cached --name-status";
-        let names = self.diff(label, &["--name-status", "-z"]).run()?;
-        parse_name_status(&names).map_err(|detail| GitError::Unexpected {
-            command: label.into(),
-            dir: self.0.to_path_buf(),
-            detail,
-        })
+        Ok(self.raw()?.iter().flat_map(Raw::paths).cloned().collect())
     }
 
-    /// The symlinks (and gitlinks) among the changes, with their targets read from the
-    /// object database.
-    pub(super) fn links(&self) -> Result<Vec<Link>, GitError> {
-        let label = "diff --cached --raw";
-        let raw = self.diff(label, &["--raw", "--no-abbrev", "-z"]).run()?;
-        let unexpected = |detail: String| GitError::Unexpected {
-            command: label.into(),
-            dir: self.0.to_path_buf(),
-            detail,
-        };
+    /// The paths changed (both names of a rename), and the symlinks (and gitlinks) among the
+    /// changes with their targets read from the object database: one `git diff --raw`.
+    pub(super) fn paths_and_links(&self) -> Result<(BTreeSet<String>, Vec<Link>), GitError> {
+        let raw = self.raw()?;
         let mut links = Vec::new();
-        let mut fields = nul_fields(&raw);
-        while let Some(head) = fields.next() {
-            // `:<old mode> <new mode> <old sha> <new sha> <status>`
-            let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
-            let [_, new_mode, _, new_sha, status] = parts[..] else {
-                return Err(unexpected(format!("unexpected raw line {head:?}")));
-            };
-            let mut path = fields
-                .next()
-                .ok_or_else(|| unexpected(format!("{head:?} without a path")))?;
-            if status.starts_with(['R', 'C']) {
-                path = fields
-                    .next()
-                    .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
-            }
-            let target = match new_mode {
-                "160000" => new_sha.to_owned(),
+        for entry in &raw {
+            let target = match entry.new_mode.as_str() {
+                "160000" => entry.new_sha.clone(),
                 "120000" => git(self.0, "cat-file blob")
                     .index(self.1)
-                    .args(["cat-file", "blob", new_sha])
+                    .args(["cat-file", "blob", &entry.new_sha])
                     .run()
                     .map(|t| String::from_utf8_lossy(&t).into_owned())?,
                 _ => continue,
             };
             links.push(Link {
-                path,
+                path: entry.path.clone(),
                 target,
-                gitlink: new_mode == "160000",
+                gitlink: entry.new_mode == "160000",
             });
         }
-        Ok(links)
+        let paths = raw.iter().flat_map(Raw::paths).cloned().collect();
+        Ok((paths, links))
     }
+
+    /// The staged changes, one entry each (`git diff --cached --raw -z`).
+    fn raw(&self) -> Result<Vec<Raw>, GitError> {
+        let label = "diff --cached --raw";
+        let out = self.diff(label, &["--raw", "--no-abbrev", "-z"]).run()?;
+        parse_raw(&out).map_err(|detail| GitError::Unexpected {
+            command: label.into(),
+            dir: self.0.to_path_buf(),
+            detail,
+        })
+    }
+}
+
+/// A `git status --porcelain=v2` entry as v1 shows it (`XY path`, `?? path`, `!! path`).
+fn entry_v1(entry: &str) -> String {
+    let fields: Vec<&str> = entry.splitn(11, ' ').collect();
+    let path = |n: usize| fields.get(n).copied().unwrap_or("");
+    match fields[0] {
+        "?" => format!("?? {}", path(1)),
+        "!" => format!("!! {}", path(1)),
+        "1" => format!("{} {}", path(1), entry.splitn(9, ' ').nth(8).unwrap_or("")),
+        "2" => format!("{} {}", path(1), entry.splitn(10, ' ').nth(9).unwrap_or("")),
+        "u" => format!("{} {}", path(1), path(10)),
+        _ => entry.to_owned(),
+    }
+}
+
+/// One change in `git diff --raw -z` output.
+#[derive(Debug, PartialEq)]
+struct Raw {
+    new_mode: String,
+    new_sha: String,
+    /// Where the change is (a rename's or copy's destination).
+    path: String,
+    /// A rename's source, which the change empties too (a copy's source is unchanged).
+    renamed_from: Option<String>,
+}
+
+impl Raw {
+    /// The paths the change touches.
+    fn paths(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.path).chain(&self.renamed_from)
+    }
+}
+
+/// The entries of `--raw -z` output: `:<old mode> <new mode> <old sha> <new sha> <status>\0path\0`,
+/// or with `R<score>`/`C<score>` two paths (source, destination).
+fn parse_raw(out: &[u8]) -> Result<Vec<Raw>, String> {
+    let mut fields = nul_fields(out);
+    let mut entries = Vec::new();
+    while let Some(head) = fields.next() {
+        let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
+        let [_, new_mode, _, new_sha, status] = parts[..] else {
+            return Err(format!("unexpected raw line {head:?}"));
+        };
+        let mut path = || {
+            fields
+                .next()
+                .ok_or_else(|| format!("{head:?} without its path"))
+        };
+        let (path, renamed_from) = match status.chars().next() {
+            Some('R') => {
+                let from = path()?;
+                (path()?, Some(from))
+            }
+            Some('C') => {
+                path()?;
+                (path()?, None)
+            }
+            Some('A' | 'M' | 'D' | 'T' | 'U' | 'X') => (path()?, None),
+            _ => return Err(format!("unknown status {status:?}")),
+        };
+        entries.push(Raw {
+            new_mode: new_mode.to_owned(),
+            new_sha: new_sha.to_owned(),
+            path,
+            renamed_from,
+        });
+    }
+    Ok(entries)
 }
 
 /// `paths` as pathspecs that exclude them (literally).
@@ -486,7 +564,7 @@ fn diff(
 ) -> Result<Changes, GitError> {
     let pathspec = excluding(&excluded);
     let staged = Staged(worktree, None, base, &pathspec);
-    let changed = staged.paths()?;
+    let (changed, links) = staged.paths_and_links()?;
     let present = changed
         .iter()
         .filter(|p| std::fs::symlink_metadata(worktree.join(p)).is_ok_and(|m| m.is_file()))
@@ -496,7 +574,7 @@ fn diff(
         patch: staged.patch()?,
         changed,
         present,
-        links: staged.links()?,
+        links,
         forbidden,
         worktree: worktree.to_path_buf(),
         base: base.to_owned(),
@@ -504,50 +582,32 @@ fn diff(
     })
 }
 
-/// The paths in `--name-status -z` output: `X\0path\0`, or `R<score>\0old\0new\0` for renames
-/// and copies (a copy's source is unchanged, so only its destination counts).
-pub(super) fn parse_name_status(out: &[u8]) -> Result<BTreeSet<String>, String> {
-    let mut fields = nul_fields(out);
-    let mut paths = BTreeSet::new();
-    while let Some(status) = fields.next() {
-        let mut path = || {
-            fields
-                .next()
-                .ok_or_else(|| format!("status {status:?} without a path"))
-        };
-        match status.chars().next() {
-            Some('R') => {
-                paths.insert(path()?);
-                paths.insert(path()?);
-            }
-            Some('C') => {
-                path()?;
-                paths.insert(path()?);
-            }
-            Some('A' | 'M' | 'D' | 'T' | 'U' | 'X') => {
-                paths.insert(path()?);
-            }
-            _ => return Err(format!("unknown status {status:?}")),
-        }
-    }
-    Ok(paths)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn name_status_parses_renames_and_copies() {
-        let out = b"M\0a b.txt\0R087\0old\0new/dir\0C100\0src\0copy\0D\0gone\0A\0\xc3\xbc\0";
-        let paths = parse_name_status(out).unwrap();
-        let expected: BTreeSet<String> = ["a b.txt", "old", "new/dir", "copy", "gone", "ü"]
-            .into_iter()
-            .map(String::from)
+    fn raw_output_parses_renames_copies_and_links() {
+        let z = "0000000000000000000000000000000000000000";
+        let x = "1111111111111111111111111111111111111111";
+        let out = format!(
+            ":100644 100644 {x} {x} M\0a b.txt\0:100644 100644 {x} {x} R087\0old\0new/dir\0\
+             :100644 100644 {x} {x} C100\0src\0copy\0:100644 000000 {x} {z} D\0gone\0\
+             :000000 120000 {z} {x} A\0\u{fc}\0"
+        );
+        let raw = parse_raw(out.as_bytes()).unwrap();
+        let paths: BTreeSet<&str> = raw
+            .iter()
+            .flat_map(Raw::paths)
+            .map(String::as_str)
             .collect();
-        assert_eq!(paths, expected);
-        assert!(parse_name_status(b"R100\0only-one\0").is_err());
-        assert!(parse_name_status(b"?\0x\0").is_err());
-        assert!(parse_name_status(b"").unwrap().is_empty());
+        let expected = ["a b.txt", "old", "new/dir", "copy", "gone", "\u{fc}"];
+        assert_eq!(paths, BTreeSet::from(expected));
+        assert_eq!(raw[4].new_mode, "120000");
+        assert_eq!(raw[1].renamed_from.as_deref(), Some("old"));
+        assert!(parse_raw(format!(":100644 100644 {x} {x} R100\0only-one\0").as_bytes()).is_err());
+        assert!(parse_raw(format!(":100644 100644 {x} {x} ?\0x\0").as_bytes()).is_err());
+        assert!(parse_raw(b"M\0x\0").is_err());
+        assert!(parse_raw(b"").unwrap().is_empty());
     }
 }

@@ -13,8 +13,13 @@ impl RoundIndex {
         git(&self.root, label).index(Some(&self.index))
     }
 
+    /// The commit the round is built on: its commits' parent.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     /// The tree the index holds (`git write-tree`).
-    pub(in super::super) fn write_tree(&self) -> Result<String, GitError> {
+    pub fn write_tree(&self) -> Result<String, GitError> {
         self.git("write-tree").arg("write-tree").run_text()
     }
 
