@@ -344,3 +344,48 @@ echo "COMPLETED: done""#
         "{log}"
     );
 }
+
+/// What a task's attempts cost stays spent when the team takes the task out of its list:
+/// `--max-cost` on the next run counts it (its records leave the plan with the task).
+#[test]
+fn a_removed_tasks_spend_still_counts_against_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    let two = r#"{"master": {"tasks": [
+      {"id": 1, "title": "a", "description": "a", "status": "pending", "dependencies": []},
+      {"id": 2, "title": "b", "description": "b", "status": "pending", "dependencies": []}
+    ]}}"#;
+    std::fs::write(dir.path().join(TM), two).unwrap();
+    commit_new(dir.path());
+    let costly = format!("printf '{{\"cost_usd\": 0.4}}' > \"$DAGEXEC_USAGE_FILE\"\n{WORKER}");
+    let spend = |fail: &str, budget: &str| {
+        local(dir.path())
+            .global(&["--plan", TM])
+            .script(&costly)
+            .env("FAIL", fail)
+            .args(["--jobs", "1", "--max-cost", budget])
+            .timeout("20s")
+            .run()
+    };
+    // Task 1 costs $0.40, task 2 three failed attempts of $0.40.
+    let first = spend("2", "10").text();
+    assert!(first.contains("failed after 3 attempt(s)"), "{first}");
+    // The team drops task 2 and adds task 3.
+    let text = std::fs::read_to_string(dir.path().join(TM)).unwrap();
+    let edited = text.replace(
+        r#""id": 2, "title": "b", "description": "b""#,
+        r#""id": 3, "title": "c", "description": "c""#,
+    );
+    assert_ne!(edited, text);
+    std::fs::write(dir.path().join(TM), edited).unwrap();
+    git(dir.path(), &["commit", "-qam", "drop task 2, add task 3"]);
+    // $1.60 is spent: a budget of $1.50 starts nothing.
+    let next = spend("none", "1.5");
+    let said = next.text();
+    assert_eq!(next.code(), Some(1), "{said}");
+    assert!(
+        said.contains("the budget of $1.50 is spent: $1.60 recorded over 1 attempt(s), $1.20 of it by tasks no longer in the plan, bought 1 of 2 task(s) completed"),
+        "{said}"
+    );
+    assert!(!dir.path().join("done/3.txt").exists(), "{said}");
+}

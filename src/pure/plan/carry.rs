@@ -15,7 +15,8 @@ use super::model::{CompletedTask, Plan, Status, Task};
 /// start afresh. The records of the attempts (`progress.dagexecAttempts`) follow `same`, the
 /// pairing by the source's identity alone (a task whose state does not carry over is still
 /// the task those attempts were of): one of a task no longer in the source is dropped, never
-/// left to charge the task now at its index.
+/// left to charge the task now at its index, and what it cost is counted apart
+/// ([`crate::pure::usage::removed`]): the money was spent.
 pub fn carry_state(
     fresh: &mut Plan,
     old: &Plan,
@@ -63,11 +64,15 @@ pub fn carry_state(
     if let Some(Value::Object(logs)) = progress.extra.get_mut(fields::LOGS) {
         to.keys(logs);
     }
+    let mut removed = Vec::new();
     if let Some(Value::Array(records)) = progress.extra.get_mut(fields::ATTEMPTS) {
         records.retain_mut(|r| {
             let to = r["task"].as_u64().map(|j| Moved(same).to(j));
             if let Some(Some(i)) = to {
                 r["task"] = i.into();
+            }
+            if to == Some(None) {
+                removed.push(std::mem::take(r));
             }
             to != Some(None)
         });
@@ -94,6 +99,7 @@ pub fn carry_state(
         })
         .collect();
     fresh.progress = progress;
+    crate::pure::usage::add_removed_records(fresh, &removed);
 }
 
 /// Old task index → fresh task index, for the Action's own records that name tasks by
@@ -172,6 +178,49 @@ mod tests {
         assert_eq!(fresh.tasks[2].status, Status::Failed);
         let records = &fresh.progress.extra[crate::pure::plan::fields::ATTEMPTS];
         assert_eq!(records[0]["task"], 2, "{records}");
+    }
+
+    /// A task the team removed from its list between two runs takes its attempts' records
+    /// out of the plan, but not what they cost: `max-cost` still counts it (the money was
+    /// spent), as it counts a removed task's attempt a crash cut short.
+    #[test]
+    fn a_removed_tasks_recorded_spend_still_counts() {
+        let task = |subject: &str| Task {
+            subject: subject.into(),
+            ..Default::default()
+        };
+        let record = |task: usize, cost: f64| {
+            serde_json::json!({"task": task, "attempt": 1, "start": "2026-01-01T00:00:00Z",
+                "end": "2026-01-01T00:01:00Z", "seconds": 60.0, "outcome": "failed",
+                "costUsd": cost})
+        };
+        let mut old = Plan::new("g".into(), vec![task("a"), task("b")]);
+        old.tasks[1].status = Status::Failed;
+        old.progress.extra.insert(
+            crate::pure::plan::fields::ATTEMPTS.into(),
+            vec![record(0, 0.5), record(1, 2.0)].into(),
+        );
+        assert!((crate::pure::usage::spent(&old) - 2.5).abs() < 1e-9);
+        let mut fresh = Plan::new("g".into(), vec![task("a")]);
+        let moved = [Some(0), None];
+        carry_state(&mut fresh, &old, &moved, &moved, "own", |_| false);
+        let records = &fresh.progress.extra[crate::pure::plan::fields::ATTEMPTS];
+        assert_eq!(records.as_array().map(Vec::len), Some(1), "{records}");
+        let spent = crate::pure::usage::spent(&fresh);
+        assert!((spent - 2.5).abs() < 1e-9, "{spent}");
+        // Carried again (another edit), it is counted once.
+        let again_old = fresh.clone();
+        let mut again = Plan::new("g".into(), vec![task("a")]);
+        carry_state(
+            &mut again,
+            &again_old,
+            &[Some(0)],
+            &[Some(0)],
+            "own",
+            |_| false,
+        );
+        let spent = crate::pure::usage::spent(&again);
+        assert!((spent - 2.5).abs() < 1e-9, "{spent}");
     }
 
     /// The Action's own records that name tasks by index move with their tasks too: the open

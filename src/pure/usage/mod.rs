@@ -461,6 +461,19 @@ pub fn add_removed(plan: &mut Plan, usage: &Usage) {
     plan.progress.extra.insert(key, value);
 }
 
+/// Adds what `records` (attempt records of tasks taken out of the plan) spent to
+/// [`removed`]; a record that does not read as one adds nothing.
+pub fn add_removed_records(plan: &mut Plan, records: &[Value]) {
+    for r in records {
+        if let Some(r) = AttemptRecord::deserialize(r)
+            .ok()
+            .and_then(AttemptRecord::checked)
+        {
+            add_removed(plan, &r.usage);
+        }
+    }
+}
+
 /// Time and cost summed over attempts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Totals {
@@ -645,8 +658,14 @@ impl Budget {
         let spent = spent(plan);
         self.reached(spent).then(|| {
             let attempts = records(plan).len();
+            let gone = match removed(plan).cost_usd {
+                Some(usd) if usd > 0.0 => {
+                    format!(", {} of it by tasks no longer in the plan,", money(usd))
+                }
+                _ => String::new(),
+            };
             format!(
-                "the budget of {self} is spent: {} recorded over {attempts} attempt(s) bought {} of {} task(s) completed; no new attempt is started (raise the budget to go on)",
+                "the budget of {self} is spent: {} recorded over {attempts} attempt(s){gone} bought {} of {} task(s) completed; no new attempt is started (raise the budget to go on)",
                 money(spent),
                 plan.count(Status::Completed),
                 plan.total()
