@@ -210,7 +210,7 @@ pub async fn run(
         _ => Vec::new(),
     };
     let patches: Vec<Vec<u8>> = chain.iter().map(|(_, p)| p.clone()).collect();
-    let on = recheck::commit_chain(repo, &patches, job.task, "rebase").map_err(|why| {
+    let on = recheck::commit_chain(repo, base, &patches, job.task, "rebase").map_err(|why| {
         ActionError::Input(format!(
             "task {}: the merged changes of the chain its rebase builds on do not apply at {base}: {why}",
             job.task

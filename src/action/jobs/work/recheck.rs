@@ -93,7 +93,7 @@ fn apply_chain(
 ) -> (Result<(), String>, String) {
     let earlier = FollowUp::before(plan, follow.task())
         .ok_or_else(|| "the open round's record holds an unreadable patch".to_string())
-        .and_then(|patches| commit_chain(repo, &patches, follow.task(), "re-check"));
+        .and_then(|patches| commit_chain(repo, base, &patches, follow.task(), "re-check"));
     let applied = earlier.as_ref().map_err(Clone::clone).and_then(|_| {
         follow
             .patch()
@@ -103,11 +103,12 @@ fn apply_chain(
     (applied, earlier.unwrap_or_else(|_| base.to_string()))
 }
 
-/// `patches` (a prefix of the chain's merged changes) applied in the checkout and committed
-/// there, never pushed (`what`: the job it is for): the commit the job's own change is judged
-/// against (`HEAD` when there are none), or why they do not apply.
+/// `patches` (a prefix of the chain's merged changes) applied in the checkout at `base` and
+/// committed there, never pushed (`what`: the job it is for): the commit the job's own change
+/// is judged against (`base` when there are none), or why they do not apply.
 pub(super) fn commit_chain(
     repo: &Repo,
+    base: &str,
     patches: &[Vec<u8>],
     task: usize,
     what: &str,
@@ -118,7 +119,7 @@ pub(super) fn commit_chain(
         repo.apply_patch(p).map_err(|e| e.message)?;
     }
     if patches.is_empty() {
-        return repo.head().map_err(|e| e.to_string());
+        return Ok(base.to_owned());
     }
     let paths = repo.staged_paths().map_err(|e| e.to_string())?;
     let message = format!("dagexec: the merged changes before task {task}'s ({what}, not pushed)");
@@ -233,7 +234,8 @@ mod tests {
             &lines(&[(3, "first"), (5, "second")]),
         );
         let repo = Repo::discover(root).unwrap();
-        let head = commit_chain(&repo, &[first, second], 2, "re-check").unwrap();
+        let base = repo.head().unwrap();
+        let head = commit_chain(&repo, &base, &[first, second], 2, "re-check").unwrap();
         let at = String::from_utf8(git(root, &["rev-parse", "HEAD"])).unwrap();
         assert_eq!(head, at.trim());
         assert_eq!(
