@@ -389,3 +389,42 @@ fn a_removed_tasks_spend_still_counts_against_the_budget() {
     );
     assert!(!dir.path().join("done/3.txt").exists(), "{said}");
 }
+
+/// A round's later group (tasks that share a file run one group after another) reads the
+/// task list again before it starts: a task the team ticks while an earlier group runs is
+/// not run, as at a round's start.
+#[test]
+fn a_task_the_team_ticks_while_an_earlier_group_runs_is_not_started() {
+    const MD: &str = "specs/001-x/tasks.md";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("specs/001-x")).unwrap();
+    std::fs::write(
+        dir.path().join(MD),
+        "# Tasks\n\n- [ ] T001 [P] Write a line in src/shared.txt\n- [ ] T002 [P] Write another line in src/shared.txt\n",
+    )
+    .unwrap();
+    commit_new(dir.path());
+    let out = local(dir.path())
+        .global(&["--plan", MD])
+        .script(&format!(
+            r#"if [ "$DAGEXEC_TASK_INDEX" = 0 ]; then sed -i 's/- \[ \] T002/- [x] T002/' "$MAIN/{MD}"; fi
+mkdir -p src && echo "$DAGEXEC_TASK_INDEX" >> src/shared.txt
+echo "COMPLETED: done""#
+        ))
+        .env("MAIN", dir.path())
+        .timeout("20s")
+        .run();
+    let log = out.text();
+    assert!(
+        log.contains("they share files, so they run in 2 groups one after another"),
+        "{log}"
+    );
+    let shared = git(dir.path(), &["show", "HEAD:src/shared.txt"]);
+    assert_eq!(shared, "0\n", "{log}");
+    assert!(log.contains("Not starting task(s) T002"), "{log}");
+    assert!(!log.contains("task T002 (Write another line"), "{log}");
+    assert!(
+        log.contains("1 task(s) were not run because the task list, edited during the run"),
+        "{log}"
+    );
+}

@@ -9,7 +9,7 @@ use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::events::Event;
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
-use crate::pure::plan::model::Plan;
+use crate::pure::plan::model::{Plan, Status};
 use crate::pure::usage::Budget;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -77,11 +77,12 @@ impl RoundLoop<'_> {
             };
             x.reached("after-workers", round);
             // One update (results, cascade, circuit breaker) and one commit for the whole
-            // round (of the tasks that ran).
+            // round (of the tasks that ran: not those the budget or the task list, edited
+            // while an earlier group ran, kept from starting).
             let ran: Vec<usize> = batch
                 .iter()
                 .copied()
-                .filter(|i| !unstarted.contains(i))
+                .filter(|&i| !unstarted.contains(&i) && plan.tasks[i].status != Status::Skipped)
                 .collect();
             match x.commit(plan, &ran, round, wave).await? {
                 Integrated::Continue => {}
@@ -142,13 +143,27 @@ impl RoundLoop<'_> {
                 not_started(x, group.clone(), stop.is_none(), &mut unstarted);
                 continue;
             }
-            if k > 0 {
+            let group = if k > 0 {
+                // The task list may have changed while the earlier groups ran.
+                x.withdraw(plan)?;
+                let group: Vec<usize> = group
+                    .iter()
+                    .copied()
+                    .filter(|&i| plan.tasks[i].status != Status::Skipped)
+                    .collect();
+                if group.is_empty() {
+                    continue;
+                }
                 x.emit(Event::GroupStarted {
                     group: k + 1,
                     of: groups.len(),
                     tasks: group.clone(),
                 });
-            }
+                group
+            } else {
+                group.clone()
+            };
+            let group = &group;
             begin(x, plan, group, standing)?;
             let mut starts: Vec<Launch> = group
                 .iter()
