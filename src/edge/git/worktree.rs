@@ -437,7 +437,12 @@ impl<'a> Staged<'a> {
 
     /// The paths changed (both names of a rename).
     pub(super) fn paths(&self) -> Result<BTreeSet<String>, GitError> {
-        Ok(self.raw()?.iter().flat_map(Raw::paths).cloned().collect())
+        Ok(self
+            .raw()?
+            .iter()
+            .flat_map(RawChange::paths)
+            .cloned()
+            .collect())
     }
 
     /// The paths changed (both names of a rename), and the symlinks (and gitlinks) among the
@@ -461,12 +466,12 @@ impl<'a> Staged<'a> {
                 gitlink: entry.new_mode == "160000",
             });
         }
-        let paths = raw.iter().flat_map(Raw::paths).cloned().collect();
+        let paths = raw.iter().flat_map(RawChange::paths).cloned().collect();
         Ok((paths, links))
     }
 
     /// The staged changes, one entry each (`git diff --cached --raw -z`).
-    fn raw(&self) -> Result<Vec<Raw>, GitError> {
+    fn raw(&self) -> Result<Vec<RawChange>, GitError> {
         let label = "diff --cached --raw";
         let out = self.diff(label, &["--raw", "--no-abbrev", "-z"]).run()?;
         parse_raw(&out).map_err(|detail| GitError::Unexpected {
@@ -493,7 +498,7 @@ fn entry_v1(entry: &str) -> String {
 
 /// One change in `git diff --raw -z` output.
 #[derive(Debug, PartialEq)]
-struct Raw {
+struct RawChange {
     new_mode: String,
     new_sha: String,
     /// Where the change is (a rename's or copy's destination).
@@ -502,7 +507,7 @@ struct Raw {
     renamed_from: Option<String>,
 }
 
-impl Raw {
+impl RawChange {
     /// The paths the change touches.
     fn paths(&self) -> impl Iterator<Item = &String> {
         std::iter::once(&self.path).chain(&self.renamed_from)
@@ -511,7 +516,7 @@ impl Raw {
 
 /// The entries of `--raw -z` output: `:<old mode> <new mode> <old sha> <new sha> <status>\0path\0`,
 /// or with `R<score>`/`C<score>` two paths (source, destination).
-fn parse_raw(out: &[u8]) -> Result<Vec<Raw>, String> {
+fn parse_raw(out: &[u8]) -> Result<Vec<RawChange>, String> {
     let mut fields = nul_fields(out);
     let mut entries = Vec::new();
     while let Some(head) = fields.next() {
@@ -536,7 +541,7 @@ fn parse_raw(out: &[u8]) -> Result<Vec<Raw>, String> {
             Some('A' | 'M' | 'D' | 'T' | 'U' | 'X') => (path()?, None),
             _ => return Err(format!("unknown status {status:?}")),
         };
-        entries.push(Raw {
+        entries.push(RawChange {
             new_mode: new_mode.to_owned(),
             new_sha: new_sha.to_owned(),
             path,
@@ -598,7 +603,7 @@ mod tests {
         let raw = parse_raw(out.as_bytes()).unwrap();
         let paths: BTreeSet<&str> = raw
             .iter()
-            .flat_map(Raw::paths)
+            .flat_map(RawChange::paths)
             .map(String::as_str)
             .collect();
         let expected = ["a b.txt", "old", "new/dir", "copy", "gone", "\u{fc}"];
