@@ -188,7 +188,8 @@ const REVIEW: &str = r#"{
         {"id": 1, "title": "Guide", "description": "guide", "status": "done", "details": "", "dependencies": []},
         {"id": 2, "title": "Video", "description": "video", "status": "cancelled", "details": "", "dependencies": []},
         {"id": 3, "title": "FAQ", "description": "faq", "status": "pending", "details": "", "dependencies": []}
-      ]}
+      ]},
+      {"id": 8, "title": "Release", "description": "release", "status": "pending", "priority": "low", "details": "", "testStrategy": "", "dependencies": [7], "subtasks": []}
     ],
     "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
   }
@@ -220,8 +221,8 @@ fn taskmaster_would_run(bin: &Path, dir: &Path) -> Vec<String> {
 
 /// `review` is Taskmaster's "worked, waiting for a person": `next` never offers it nor what
 /// waits for it, and `set-status` keeps a parent `in-progress` while a subtask is in review
-/// or cancelled. dagexec runs exactly what `next` lets start, and writes every status as
-/// `set-status` leaves it.
+/// or cancelled, so what waits for that parent is never offered either (task 8). dagexec
+/// runs exactly what `next` lets start, and writes every status as `set-status` leaves it.
 #[test]
 fn dagexec_runs_what_taskmaster_next_offers_past_review_and_cancelled_tasks() {
     let Some(bin) = task_master() else { return };

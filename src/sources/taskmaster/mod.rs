@@ -20,7 +20,9 @@
 //!   person), `deferred` and `blocked` (the team's "not now") are not run in this run, and
 //!   neither is anything that waits for them, directly or not (each is named in a warning):
 //!   `task-master next` offers none of them, and counts a dependency as met only when `done`.
-//!   A parent's status other than open holds for all its subtasks.
+//!   A parent's status other than open holds for all its subtasks. An open task with a
+//!   cancelled subtask stays open (`set-status` makes it done only when every subtask is),
+//!   so what depends on that task is not run either, as `next` never offers it.
 //! - **Order through finished tasks**: a finished unit (done, cancelled) orders nothing by
 //!   itself, but the path through it still does: an open unit waits for every open unit it
 //!   reaches through `dependencies`, whatever lies between (a done subtask, an `in-progress`
@@ -135,8 +137,19 @@ fn current_tag(cx: &Context<'_>) -> Option<String> {
     v.get("currentTag")?.as_str().map(str::to_string)
 }
 
-/// The units not run: cancelled and held ones, and whatever waits for a held one.
-fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, usize)>) {
+/// Why a unit is not run though open: it waits for a held unit, or for a task that stays
+/// open ([`read::Item::waits_open`]: held by itself, or by what it waits for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Hold {
+    /// The held unit (`review`, `deferred`, `blocked`) at this index.
+    Unit(usize),
+    /// The unit at this index waits for a task that stays open.
+    Open(usize),
+}
+
+/// The units not run: cancelled and held ones, and whatever waits for a held one or for a
+/// task that stays open (each with why).
+fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, Hold)>) {
     let mut out: BTreeSet<usize> = BTreeSet::new();
     let mut waiting: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (i, it) in items.iter().enumerate() {
@@ -144,8 +157,8 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, usize)>) {
             waiting.entry(d).or_default().push(i);
         }
     }
-    let mut held_by: Vec<(usize, usize)> = Vec::new();
-    let mut stack: Vec<(usize, usize)> = Vec::new();
+    let mut held_by: Vec<(usize, Hold)> = Vec::new();
+    let mut stack: Vec<(usize, Hold)> = Vec::new();
     for (i, it) in items.iter().enumerate() {
         match it.state {
             State::Cancelled => {
@@ -153,13 +166,18 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, usize)>) {
             }
             State::Held => {
                 out.insert(i);
-                stack.push((i, i));
+                stack.push((i, Hold::Unit(i)));
+            }
+            State::Open if it.waits_open.is_some() => {
+                out.insert(i);
+                held_by.push((i, Hold::Open(i)));
+                stack.push((i, Hold::Open(i)));
             }
             _ => {}
         }
     }
     // What waits for a held unit through finished ones (done, cancelled) waits for it too.
-    let mut through: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut through: BTreeSet<(usize, Hold)> = BTreeSet::new();
     while let Some((d, root)) = stack.pop() {
         for &w in waiting.get(&d).map_or(&[][..], Vec::as_slice) {
             match items[w].state {
@@ -179,6 +197,23 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, usize)>) {
     }
     held_by.sort_unstable();
     (out, held_by)
+}
+
+/// The warning for unit `w` not run because of `root`.
+fn held_back(rel: &str, items: &[Item], w: usize, root: Hold) -> String {
+    let why = match root {
+        Hold::Unit(r) => format!("{} task {}", items[r].word(), items[r].id),
+        Hold::Open(r) => {
+            let (task, sub) = items[r].waits_open.clone().unwrap_or_default();
+            format!(
+                "task {task}, which stays open while its subtask {sub} is cancelled (Taskmaster counts a dependency met only when done: `task-master set-status --id={task} --status=done` lets it run)"
+            )
+        }
+    };
+    format!(
+        "{rel}: {}: task {} waits for {why}, so it is not run either",
+        items[w].path, items[w].id
+    )
 }
 
 /// The plan tasks unit `i` waits for. A cancelled unit is settled (it will never be done, and
@@ -232,15 +267,7 @@ fn build(rel: &str, r: &read::Read) -> Built {
     let (skip, held_by) = settled(&r.items);
     let mut warnings: Vec<String> = held_by
         .iter()
-        .map(|&(w, root)| {
-            format!(
-                "{rel}: {}: task {} waits for {} task {}, so it is not run either",
-                r.items[w].path,
-                r.items[w].id,
-                r.items[root].word(),
-                r.items[root].id
-            )
-        })
+        .map(|&(w, root)| held_back(rel, &r.items, w, root))
         .collect();
     warnings.sort();
     let mut index: Vec<Option<usize>> = vec![None; r.items.len()];

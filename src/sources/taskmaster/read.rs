@@ -54,6 +54,11 @@ pub(crate) struct Item {
     pub parent: Option<(String, String, String)>,
     /// The units it waits for (indices into [`Read::items`]).
     pub deps: BTreeSet<usize>,
+    /// A task with subtasks it waits for that stays open, as `(task, cancelled subtask)`:
+    /// `task-master set-status` leaves a task `in-progress` while a subtask of it is
+    /// cancelled, and counts a dependency met only when `done`, so this unit never starts
+    /// there until the team sets that task done.
+    pub waits_open: Option<(String, String)>,
 }
 
 impl Item {
@@ -87,6 +92,7 @@ impl Item {
             mark: mark(&word, v),
             parent,
             deps: BTreeSet::new(),
+            waits_open: None,
         }
     }
 }
@@ -189,6 +195,7 @@ pub(crate) fn read(rel: &str, doc: &Value, preferred: Option<&str>) -> Result<Re
         errors: Vec::new(),
         by_id: BTreeMap::new(),
         units_of: BTreeMap::new(),
+        stays_open: BTreeMap::new(),
     };
     r.collect(tasks, &prefix);
     r.link(tasks, &prefix);
@@ -196,6 +203,14 @@ pub(crate) fn read(rel: &str, doc: &Value, preferred: Option<&str>) -> Result<Re
 }
 
 const HINT_SHAPE: &str = "is this a Taskmaster tasks.json? It holds `{\"tasks\": [...]}` or tags `{\"master\": {\"tasks\": [...]}}`";
+
+/// What a `dependencies` list names: the units, and a task that stays open
+/// ([`Item::waits_open`]).
+#[derive(Default)]
+struct Refs {
+    units: BTreeSet<usize>,
+    waits_open: Option<(String, String)>,
+}
 
 /// The document walked so far: what it read, and what it refused.
 struct Walk<'a> {
@@ -206,6 +221,8 @@ struct Walk<'a> {
     by_id: BTreeMap<String, usize>,
     /// Task ID → its units (its subtasks, or itself).
     units_of: BTreeMap<String, Vec<usize>>,
+    /// Open task ID → a cancelled subtask of it: the task stays open ([`Item::waits_open`]).
+    stays_open: BTreeMap<String, String>,
 }
 
 impl Walk<'_> {
@@ -263,6 +280,9 @@ impl Walk<'_> {
                         }
                         // A parent done, cancelled or held settles its subtasks.
                         let item = Item::of(s, t, full, spath, state, Some(parent.clone()));
+                        if state == State::Open && item.state == State::Cancelled {
+                            self.stays_open.entry(id.clone()).or_insert(item.id.clone());
+                        }
                         units.push(self.push(item));
                     }
                 }
@@ -309,7 +329,9 @@ impl Walk<'_> {
             match subs.filter(|s| !s.is_empty()) {
                 None => {
                     if let Some(&u) = units.first() {
-                        self.out.items[u].deps.extend(task_deps);
+                        let item = &mut self.out.items[u];
+                        item.deps.extend(task_deps.units);
+                        item.waits_open = task_deps.waits_open;
                     }
                 }
                 Some(subs) => {
@@ -326,11 +348,15 @@ impl Walk<'_> {
                         let spath = format!("{path}.subtasks[{j}]");
                         let full = self.out.items[u].id.clone();
                         let own = self.refs(s, &spath, &full, Some(&id));
-                        let siblings = own.iter().any(|d| units.contains(d));
+                        let siblings = own.units.iter().any(|d| units.contains(d));
                         let item = &mut self.out.items[u];
-                        item.deps.extend(own);
+                        item.deps.extend(own.units);
+                        item.waits_open = own.waits_open;
                         if !siblings {
-                            item.deps.extend(task_deps.iter().copied());
+                            item.deps.extend(task_deps.units.iter().copied());
+                            if item.waits_open.is_none() {
+                                item.waits_open.clone_from(&task_deps.waits_open);
+                            }
                         }
                     }
                 }
@@ -339,9 +365,10 @@ impl Walk<'_> {
     }
 
     /// The units `v.dependencies` names (`who` is the task or subtask ID, `parent` a subtask's
-    /// task); unknown and self references are errors.
-    fn refs(&mut self, v: &Value, path: &str, who: &str, parent: Option<&str>) -> BTreeSet<usize> {
-        let mut out = BTreeSet::new();
+    /// task), and the first task named that stays open; unknown and self references are
+    /// errors.
+    fn refs(&mut self, v: &Value, path: &str, who: &str, parent: Option<&str>) -> Refs {
+        let mut out = Refs::default();
         let Some(deps) = v.get("dependencies") else {
             return out;
         };
@@ -369,7 +396,14 @@ impl Walk<'_> {
                     &format!("task {who} depends on itself"),
                     "remove the dependency",
                 ),
-                Some(units) => out.extend(units),
+                Some(units) => {
+                    let task = self.units_of.get(&reference) == Some(&units);
+                    if let Some(sub) = self.stays_open.get(&reference).filter(|_| task) {
+                        out.waits_open
+                            .get_or_insert_with(|| (reference.clone(), sub.clone()));
+                    }
+                    out.units.extend(units);
+                }
                 None => self.error(
                     &at,
                     &format!("task {who} depends on {reference}, which is not a task in this file"),

@@ -85,6 +85,39 @@ fn cancelled_settles_its_dependents_and_deferred_holds_them_back() {
     );
 }
 
+/// A task with a cancelled subtask stays `in-progress` in Taskmaster (`set-status` makes a
+/// parent done only when every subtask is), and `task-master next` counts a dependency met
+/// only when `done`: what waits for that task — by its ID, from a task or a subtask — is
+/// not run, nor what waits for it, each named with the command that lets it run. Its open
+/// subtasks still run, and a dependency on one of them (not on the task) is met as usual.
+#[test]
+fn what_waits_for_a_task_kept_open_by_a_cancelled_subtask_is_held_back() {
+    let text = r#"{"tasks": [
+      {"id": 1, "title": "a", "status": "in-progress", "subtasks": [
+        {"id": 1, "title": "x", "status": "done"}, {"id": 2, "title": "y", "status": "cancelled"},
+        {"id": 3, "title": "z", "status": "pending"}]},
+      {"id": 2, "title": "b", "status": "pending", "dependencies": [1]},
+      {"id": 3, "title": "c", "status": "pending", "dependencies": [2]},
+      {"id": 4, "title": "d", "status": "pending", "dependencies": ["1.3"]},
+      {"id": 5, "title": "e", "status": "pending", "subtasks": [
+        {"id": 2, "title": "v", "status": "pending", "dependencies": [1]}]},
+      {"id": 6, "title": "f", "status": "done", "subtasks": [
+        {"id": 1, "title": "u", "status": "cancelled"}]},
+      {"id": 7, "title": "g", "status": "pending", "dependencies": [6]}
+    ]}"#;
+    let b = built(text).unwrap();
+    assert_eq!(ids(&b), ["1.1", "1.3", "4", "6.1", "7"]);
+    let why = "task 1, which stays open while its subtask 1.2 is cancelled (Taskmaster counts a dependency met only when done: `task-master set-status --id=1 --status=done` lets it run), so it is not run either";
+    assert_eq!(
+        b.warnings,
+        [
+            format!("{REL}: tasks[1]: task 2 waits for {why}"),
+            format!("{REL}: tasks[2]: task 3 waits for {why}"),
+            format!("{REL}: tasks[4].subtasks[0]: task 5.2 waits for {why}"),
+        ]
+    );
+}
+
 /// `blocked` is the team's word for "cannot go on now" (`task-master next` never offers a
 /// blocked task, nor one waiting for it): dagexec does not run it, nor what waits for it, as
 /// for `deferred`, and the warning says which word held them.
