@@ -310,29 +310,38 @@ fn a_task_the_team_cancels_during_the_run_is_not_started() {
     }
 }
 
-/// Spec Kit alike: a task the team ticks in tasks.md during the run (done by hand) is not run
-/// by it, nor what waits for it.
-#[test]
-fn a_task_the_team_ticks_in_tasks_md_during_the_run_is_not_started() {
+/// A Spec Kit run of `tasks` (tasks.md's task lines) whose worker runs `work`, and whose
+/// task at index `by` first ticks task `id` in the work tree's tasks.md, as the team would
+/// during the run.
+fn ticked_during_the_run(tasks: &str, by: u32, id: &str, work: &str) -> (tempfile::TempDir, Ran) {
     const MD: &str = "specs/001-x/tasks.md";
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("specs/001-x")).unwrap();
-    std::fs::write(
-        dir.path().join(MD),
-        "# Tasks\n\n- [ ] T001 One\n- [ ] T002 Two\n- [ ] T003 Three\n- [ ] T004 Four\n",
-    )
-    .unwrap();
+    std::fs::write(dir.path().join(MD), format!("# Tasks\n\n{tasks}")).unwrap();
     commit_new(dir.path());
     let out = local(dir.path())
         .global(&["--plan", MD])
         .script(&format!(
-            r#"if [ "$DAGEXEC_TASK_INDEX" = 1 ]; then sed -i 's/- \[ \] T003/- [x] T003/' "$MAIN/{MD}"; fi
-mkdir -p done && echo x > "done/$DAGEXEC_TASK_INDEX.txt"
+            r#"if [ "$DAGEXEC_TASK_INDEX" = {by} ]; then sed -i 's/- \[ \] {id}/- [x] {id}/' "$MAIN/{MD}"; fi
+{work}
 echo "COMPLETED: done""#
         ))
         .env("MAIN", dir.path())
         .timeout("20s")
         .run();
+    (dir, out)
+}
+
+/// Spec Kit alike: a task the team ticks in tasks.md during the run (done by hand) is not run
+/// by it, nor what waits for it.
+#[test]
+fn a_task_the_team_ticks_in_tasks_md_during_the_run_is_not_started() {
+    let (dir, out) = ticked_during_the_run(
+        "- [ ] T001 One\n- [ ] T002 Two\n- [ ] T003 Three\n- [ ] T004 Four\n",
+        1,
+        "T003",
+        r#"mkdir -p done && echo x > "done/$DAGEXEC_TASK_INDEX.txt""#,
+    );
     let log = out.text();
     let files = git(
         dir.path(),
@@ -395,25 +404,12 @@ fn a_removed_tasks_spend_still_counts_against_the_budget() {
 /// not run, as at a round's start.
 #[test]
 fn a_task_the_team_ticks_while_an_earlier_group_runs_is_not_started() {
-    const MD: &str = "specs/001-x/tasks.md";
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("specs/001-x")).unwrap();
-    std::fs::write(
-        dir.path().join(MD),
-        "# Tasks\n\n- [ ] T001 [P] Write a line in src/shared.txt\n- [ ] T002 [P] Write another line in src/shared.txt\n",
-    )
-    .unwrap();
-    commit_new(dir.path());
-    let out = local(dir.path())
-        .global(&["--plan", MD])
-        .script(&format!(
-            r#"if [ "$DAGEXEC_TASK_INDEX" = 0 ]; then sed -i 's/- \[ \] T002/- [x] T002/' "$MAIN/{MD}"; fi
-mkdir -p src && echo "$DAGEXEC_TASK_INDEX" >> src/shared.txt
-echo "COMPLETED: done""#
-        ))
-        .env("MAIN", dir.path())
-        .timeout("20s")
-        .run();
+    let (dir, out) = ticked_during_the_run(
+        "- [ ] T001 [P] Write a line in src/shared.txt\n- [ ] T002 [P] Write another line in src/shared.txt\n",
+        0,
+        "T002",
+        r#"mkdir -p src && echo "$DAGEXEC_TASK_INDEX" >> src/shared.txt"#,
+    );
     let log = out.text();
     assert!(
         log.contains("they share files, so they run in 2 groups one after another"),
