@@ -227,6 +227,35 @@ fn a_settled_command_is_not_applied_again_after_a_force_push_drops_its_commit() 
     lab.gh.assert_clean();
 }
 
+/// The job that settled a command pushed the branch and the record beside it, but GitHub
+/// refused to rewrite its marker; then a force-push dropped the commit that settled it. The
+/// record beside the branch keeps the command from being decided again, and the next writer
+/// makes its marker stop saying queued.
+#[test]
+fn a_marker_of_a_command_settled_only_beside_the_branch_stops_saying_queued() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (id, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    let refused = json!({"message": "Resource not accessible by integration"});
+    lab.gh.fail_next("issues/update-comment", 403, &[], refused);
+    let (_, text) = lab.comment_job_again(90, id, true);
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{text}");
+    assert!(marker(&lab.gh, id).contains("⏳ Queued"), "{text}");
+    let dir = lab.checkout(&format!("origin/{}~1", lab.branch));
+    let to = format!("HEAD:refs/heads/{}", lab.branch);
+    git(&dir, &["push", "-q", "--force", "origin", &to]);
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(commits(&lab, "dagexec: proceed"), 0, "{log}");
+    let m = marker(&lab.gh, id);
+    assert!(m.contains("✅ Settled earlier"), "{m}\n{log}");
+    // The command as it was authorised stays in the marker.
+    assert!(m.contains("<!-- dagexec:command:"), "{m}");
+    lab.gh.assert_clean();
+}
+
 /// Any workflow that comments with `GITHUB_TOKEN` comments as GitHub Actions' bot, as the
 /// comment job does: its marker is dagexec's by its author alone. What it names is checked
 /// when it is applied: a read-only user's command, a command on another pull request, a

@@ -231,8 +231,10 @@ pub(crate) async fn catch_up(
     let (_, beside) = settled_beside(repo, q.branch, q.auth)?;
     for (id, marks) in queued {
         out.settled.insert(id);
-        let recorded = history.contains_key(&id) || cache.contains(&id);
-        if marks.is_empty() && recorded || !recorded && beside.contains(&id) {
+        // Settled where the branch's history no longer shows how: the plan's cache, or the
+        // record beside the branch after a force-push dropped the commit.
+        let earlier = cache.contains(&id) || beside.contains(&id);
+        if marks.is_empty() && (earlier || history.contains_key(&id)) {
             continue;
         }
         // Settled by a job that pushed and then died before rewriting the marker.
@@ -242,18 +244,11 @@ pub(crate) async fn catch_up(
                 .push(settle_markers(client, pr, id, &marks, s).await?);
             continue;
         }
-        if cache.contains(&id) {
+        if earlier {
             out.applied = true;
-            rewrite(
-                client,
-                id,
-                &marks,
-                "✅ Applied earlier (the plan records it).",
-            )
-            .await;
-            out.lines.push(format!(
-                "Comment {id} was applied earlier (the plan records it)."
-            ));
+            let said = "Settled earlier (the branch records it; the commit that settled it is not in its history any more).";
+            rewrite(client, id, &marks, &format!("✅ {said}")).await;
+            out.lines.push(format!("Comment {id}: {said}"));
             continue;
         }
         let given = known.filter(|t| t.comment_id == id && t.pr_number == pr);
