@@ -200,6 +200,77 @@ fn a_steer_job_killed_after_its_push_applied_its_command_once() {
     lab.gh.assert_clean();
 }
 
+/// The steer job is killed (SIGKILL) right after its push, and a person force-pushes the
+/// branch back past the commit that applied `/execute proceed` before any other job writes
+/// it: the record beside the branch went with the branch's push, so no writer decides the
+/// command again, and its marker stops saying queued.
+#[test]
+fn a_command_whose_steer_job_died_after_its_push_is_not_applied_again_after_a_force_push() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (id, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    let dir = lab.checkout("main");
+    let out = lab
+        .context(&dir, 90)
+        .args(["action", "steer"])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_EVENT_NAME", "issue_comment")
+        .env(
+            "GITHUB_EVENT_PATH",
+            lab.tmp.path().join(format!("comment-{id}.json")),
+        )
+        .env("DAGEXEC_FAILPOINT", "steer-pushed:0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", crate::common::lab::text(&out));
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1);
+    let dir = lab.checkout(&format!("origin/{}~1", lab.branch));
+    let to = format!("HEAD:refs/heads/{}", lab.branch);
+    git(&dir, &["push", "-q", "--force", "origin", &to]);
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        0,
+        "{:?}\n{log}",
+        lab.branch_log()
+    );
+    let m = marker(&lab.gh, id);
+    assert!(m.contains("✅ Settled earlier"), "{m}\n{log}");
+    lab.gh.assert_clean();
+}
+
+/// Round 2's finalize applies a queued `/execute proceed` (its steer job cancelled by GitHub)
+/// and is killed (SIGKILL) right after its push; a person force-pushes the branch back to
+/// round 1 before any other job writes it. The record beside the branch went with that push:
+/// the next round applies nothing again.
+#[test]
+fn a_command_a_finalize_applied_before_it_died_is_not_applied_again_after_a_force_push() {
+    let mut lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let round_one = lab.checkout(&format!("origin/{}", lab.branch));
+    let (id, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    let (_, log) = lab.round_killed_at("push:2", 2);
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{log}");
+    let to = format!("HEAD:refs/heads/{}", lab.branch);
+    git(&round_one, &["push", "-q", "--force", "origin", &to]);
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    let r = lab.round(3);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        0,
+        "{:?}\n{log}",
+        lab.branch_log()
+    );
+    assert!(marker(&lab.gh, id).contains("✅ Settled earlier"), "{log}");
+    lab.gh.assert_clean();
+}
+
 /// A person force-pushes the branch back past the commit that applied `/execute proceed`:
 /// the branch no longer records the command, its marker (which anyone commenting as GitHub
 /// Actions' bot could have written) is no record, and the record beside the branch

@@ -5,8 +5,8 @@
 use super::comment::{self, SlashCommand, Trigger};
 use super::record::{
     AUTHORISED_PREFIX, STEER_MARKER_PREFIX, SettledCommand, apply, authorised, changes_plan,
-    keep_beside, record, settled_beside, settled_between, settled_in_history, steer_marker,
-    steered, with_trailer,
+    record, settled_beside, settled_between, settled_in_history, steer_marker, steered,
+    with_trailer,
 };
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
@@ -100,8 +100,7 @@ async fn rewrite(client: &Client, id: u64, markers: &[&Marker], status: &str) ->
     all
 }
 
-/// Keeps what the branch's history settled in the record beside it ([`settled_beside`]),
-/// then makes the markers of those commands say so (a refused command's author is told why,
+/// Makes the markers of the commands the branch's history settled say so (a refused command's author is told why,
 /// once its marker says so). Run after a push, so `HEAD`'s history is the branch's; also the
 /// repair when the job that pushed died before its markers were rewritten. A line per marker
 /// rewritten. Never fails the job: what it could not do (GitHub did not answer) is a line too,
@@ -119,9 +118,6 @@ async fn try_confirm(q: Queue<'_>) -> Result<Vec<String>, ActionError> {
     let (client, pr) = (q.client, q.pr);
     let history = settled_in_history(q.repo)?;
     let mut lines = Vec::new();
-    if let Err(e) = keep_beside(q.repo, q.branch, q.auth, history.keys().copied()) {
-        lines.push(format!("warning: the record of the settled commands beside the branch was not updated ({e}); the next job that writes the branch does it"));
-    }
     let markers = markers(client, pr, q.inputs.me()).await?;
     let queued = queued(&markers);
     for (id, marks) in queued.iter().filter(|(_, m)| !m.is_empty()) {
