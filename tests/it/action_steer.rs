@@ -466,6 +466,23 @@ fn a_refused_command_starts_no_round_unless_an_earlier_one_was_applied() {
     lab.gh.assert_clean();
 }
 
+/// The steer job of a refused command run again ("Re-run jobs") starts no round either: the
+/// branch records the command as refused, and the run waits as it did.
+#[test]
+fn a_re_run_of_a_refused_commands_steer_job_starts_no_round() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let before = lab.dispatches();
+    // Task 0 completed in round 1: it cannot be retried.
+    let (id, text) = lab.comment_jobs(90, 1, "/execute retry 0", true);
+    assert!(marker(&lab.gh, id).contains("❌ Not applied"), "{text}");
+    assert_eq!(lab.dispatches(), before, "{text}");
+    let (_, text) = lab.comment_job_again(90, id, true);
+    assert_eq!(lab.dispatches(), before, "{text}");
+    lab.gh.assert_clean();
+}
+
 /// `/execute abort` handled by the comment job while a round's finalize writes the status
 /// comment — after finalize read the pull request's comments, before it wrote the status —
 /// is not lost: the next round's finalize stops.

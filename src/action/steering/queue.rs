@@ -25,7 +25,7 @@ pub(crate) struct CaughtUp {
     /// A command was applied here, or found applied by a job that may have died before it
     /// started its round.
     pub applied: bool,
-    /// The queued commands found not to apply.
+    /// The queued commands found not to apply, here or by the commit that settled them.
     pub refused: std::collections::BTreeSet<u64>,
 }
 
@@ -231,6 +231,10 @@ pub(crate) async fn catch_up(
         // record beside the branch after a force-push dropped the commit.
         let earlier = cache.contains(&id) || beside.contains(&id);
         if marks.is_empty() && (earlier || history.contains_key(&id)) {
+            // Refused before (a re-run of its steer job): it starts no round now either.
+            if history.get(&id).is_some_and(|s| !s.applied) {
+                out.refused.insert(id);
+            }
             continue;
         }
         // Settled by a job that pushed and then died before rewriting the marker.
