@@ -327,6 +327,26 @@ fn a_marker_of_a_command_settled_only_beside_the_branch_stops_saying_queued() {
     lab.gh.assert_clean();
 }
 
+/// Once every command queued on the pull request is settled in the branch's history, a
+/// round's writer does not fetch the record beside the branch (a round trip to GitHub per
+/// job): nothing it holds could change what the writer does.
+#[test]
+fn a_writer_fetches_no_record_when_the_history_settles_every_queued_command() {
+    let (mut lab, _) = proceeded();
+    let trace = lab.tmp.path().join("git-trace");
+    lab.set_env("GIT_TRACE", trace.to_str().unwrap());
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let fetched: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("fetch") && l.contains("refs/dagexec/settled/"))
+        .collect();
+    assert!(fetched.is_empty(), "{fetched:#?}\n{log}");
+    lab.gh.assert_clean();
+}
+
 /// Any workflow that comments with `GITHUB_TOKEN` comments as GitHub Actions' bot, as the
 /// comment job does: its marker is dagexec's by its author alone. What it names is checked
 /// when it is applied: a read-only user's command, a command on another pull request, a

@@ -224,7 +224,14 @@ pub(crate) async fn catch_up(
     }
     let history = settled_in_history(repo)?;
     let cache = steered(plan);
-    let (_, beside) = settled_beside(repo, q.branch, q.auth)?;
+    // The record beside the branch (a round trip to GitHub) is read only for a command the
+    // history and the cache do not record: new, or its commit dropped by a force-push.
+    let recorded = |id: &u64| history.contains_key(id) || cache.contains(id);
+    let beside = if queued.keys().all(recorded) {
+        Default::default()
+    } else {
+        settled_beside(repo, q.branch, q.auth)?.1
+    };
     for (id, marks) in queued {
         out.settled.insert(id);
         // Settled where the branch's history no longer shows how: the plan's cache, or the
