@@ -258,6 +258,8 @@ pub fn default_branch_name(goal: &str) -> String {
 
 /// Pushes `HEAD` to `branch` on `origin`; a rejected push (the branch moved meanwhile) is
 /// fetched, rebased onto and pushed again, up to five tries. `say` reports each rejection.
+/// The record of the commands the push settles goes with it
+/// ([`steering::beside_push`], after the branch's tip as last fetched).
 /// For the `steer` job's one-commit plan change; finalize never rebases a round.
 pub(crate) fn push_with_rebase(
     repo: &crate::edge::git::Repo,
@@ -265,8 +267,13 @@ pub(crate) fn push_with_rebase(
     auth: &crate::edge::git::RemoteAuth,
     say: impl Fn(String),
 ) -> Result<(), ActionError> {
+    let tracking = format!("refs/remotes/origin/{branch}");
     for attempt in 1..=5 {
-        match repo.push_head(branch, auth)? {
+        let with = match repo.rev_parse(&tracking)? {
+            Some(tip) => steering::beside_push(repo, branch, auth, &tip)?,
+            None => None,
+        };
+        match repo.push_head(branch, with.as_ref(), auth)? {
             crate::edge::git::Pushed::Done => return Ok(()),
             crate::edge::git::Pushed::Rejected(why) => {
                 say(format!(

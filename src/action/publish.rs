@@ -66,7 +66,8 @@ struct Pr<'a> {
 }
 
 impl Publisher<'_> {
-    /// Pushes the round onto the commit it was planned on; `Some(why)` when the branch moved
+    /// Pushes the round onto the commit it was planned on, with the record of the commands
+    /// it settles beside it ([`steering::beside_push`]); `Some(why)` when the branch moved
     /// since (the push is not a fast-forward). Without a GitHub repository the round stays a
     /// local commit.
     fn push(&self) -> Result<Option<String>, ActionError> {
@@ -75,7 +76,8 @@ impl Publisher<'_> {
             ui.say("No GitHub repository (GITHUB_REPOSITORY unset): the round is committed here, not pushed.");
             return Ok(None);
         }
-        match self.repo.push_head(branch, self.auth)? {
+        let with = steering::beside_push(self.repo, branch, self.auth, &self.round.base)?;
+        match self.repo.push_head(branch, with.as_ref(), self.auth)? {
             crate::edge::git::Pushed::Done => {
                 ui.say(format!("Pushed to {branch}."));
                 Ok(None)

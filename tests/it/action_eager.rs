@@ -924,6 +924,11 @@ esac
         "{:?}",
         lab.branch_log()
     );
+    // Kept beside the branch with the push that applied it: a force-push that drops that
+    // commit does not make the answer queued again.
+    let settled = format!("refs/dagexec/settled/{BRANCH}:dagexec-settled");
+    let settled = git(&lab.origin, &["show", &settled]);
+    assert!(settled.lines().any(|l| l == id.to_string()), "{settled:?}");
     lab.gh.assert_clean();
 }
 

@@ -200,6 +200,77 @@ fn a_steer_job_killed_after_its_push_applied_its_command_once() {
     lab.gh.assert_clean();
 }
 
+/// The steer job is killed (SIGKILL) right after its push, and a person force-pushes the
+/// branch back past the commit that applied `/execute proceed` before any other job writes
+/// it: the record beside the branch went with the branch's push, so no writer decides the
+/// command again, and its marker stops saying queued.
+#[test]
+fn a_command_whose_steer_job_died_after_its_push_is_not_applied_again_after_a_force_push() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (id, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    let dir = lab.checkout("main");
+    let out = lab
+        .context(&dir, 90)
+        .args(["action", "steer"])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_EVENT_NAME", "issue_comment")
+        .env(
+            "GITHUB_EVENT_PATH",
+            lab.tmp.path().join(format!("comment-{id}.json")),
+        )
+        .env("DAGEXEC_FAILPOINT", "steer-pushed:0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", crate::common::lab::text(&out));
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1);
+    let dir = lab.checkout(&format!("origin/{}~1", lab.branch));
+    let to = format!("HEAD:refs/heads/{}", lab.branch);
+    git(&dir, &["push", "-q", "--force", "origin", &to]);
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        0,
+        "{:?}\n{log}",
+        lab.branch_log()
+    );
+    let m = marker(&lab.gh, id);
+    assert!(m.contains("✅ Settled earlier"), "{m}\n{log}");
+    lab.gh.assert_clean();
+}
+
+/// Round 2's finalize applies a queued `/execute proceed` (its steer job cancelled by GitHub)
+/// and is killed (SIGKILL) right after its push; a person force-pushes the branch back to
+/// round 1 before any other job writes it. The record beside the branch went with that push:
+/// the next round applies nothing again.
+#[test]
+fn a_command_a_finalize_applied_before_it_died_is_not_applied_again_after_a_force_push() {
+    let mut lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let round_one = lab.checkout(&format!("origin/{}", lab.branch));
+    let (id, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    let (_, log) = lab.round_killed_at("push:2", 2);
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{log}");
+    let to = format!("HEAD:refs/heads/{}", lab.branch);
+    git(&round_one, &["push", "-q", "--force", "origin", &to]);
+    lab.set_env("DAGEXEC_FAILPOINT", "");
+    let r = lab.round(3);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        0,
+        "{:?}\n{log}",
+        lab.branch_log()
+    );
+    assert!(marker(&lab.gh, id).contains("✅ Settled earlier"), "{log}");
+    lab.gh.assert_clean();
+}
+
 /// A person force-pushes the branch back past the commit that applied `/execute proceed`:
 /// the branch no longer records the command, its marker (which anyone commenting as GitHub
 /// Actions' bot could have written) is no record, and the record beside the branch
@@ -224,6 +295,55 @@ fn a_settled_command_is_not_applied_again_after_a_force_push_drops_its_commit() 
         );
     }
     assert!(marker(&lab.gh, id).contains("✅ Applied in "));
+    lab.gh.assert_clean();
+}
+
+/// The job that settled a command pushed the branch and the record beside it, but GitHub
+/// refused to rewrite its marker; then a force-push dropped the commit that settled it. The
+/// record beside the branch keeps the command from being decided again, and the next writer
+/// makes its marker stop saying queued.
+#[test]
+fn a_marker_of_a_command_settled_only_beside_the_branch_stops_saying_queued() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (id, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    let refused = json!({"message": "Resource not accessible by integration"});
+    lab.gh.fail_next("issues/update-comment", 403, &[], refused);
+    let (_, text) = lab.comment_job_again(90, id, true);
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{text}");
+    assert!(marker(&lab.gh, id).contains("⏳ Queued"), "{text}");
+    let dir = lab.checkout(&format!("origin/{}~1", lab.branch));
+    let to = format!("HEAD:refs/heads/{}", lab.branch);
+    git(&dir, &["push", "-q", "--force", "origin", &to]);
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(commits(&lab, "dagexec: proceed"), 0, "{log}");
+    let m = marker(&lab.gh, id);
+    assert!(m.contains("✅ Settled earlier"), "{m}\n{log}");
+    // The command as it was authorised stays in the marker.
+    assert!(m.contains("<!-- dagexec:command:"), "{m}");
+    lab.gh.assert_clean();
+}
+
+/// Once every command queued on the pull request is settled in the branch's history, a
+/// round's writer does not fetch the record beside the branch (a round trip to GitHub per
+/// job): nothing it holds could change what the writer does.
+#[test]
+fn a_writer_fetches_no_record_when_the_history_settles_every_queued_command() {
+    let (mut lab, _) = proceeded();
+    let trace = lab.tmp.path().join("git-trace");
+    lab.set_env("GIT_TRACE", trace.to_str().unwrap());
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let fetched: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("fetch") && l.contains("refs/dagexec/settled/"))
+        .collect();
+    assert!(fetched.is_empty(), "{fetched:#?}\n{log}");
     lab.gh.assert_clean();
 }
 
@@ -363,6 +483,23 @@ fn a_refused_command_starts_no_round_unless_an_earlier_one_was_applied() {
     assert!(marker(&lab.gh, id).contains("❌ Not applied"), "{text}");
     assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{text}");
     assert_eq!(dispatches(), before + 1, "{text}");
+    lab.gh.assert_clean();
+}
+
+/// The steer job of a refused command run again ("Re-run jobs") starts no round either: the
+/// branch records the command as refused, and the run waits as it did.
+#[test]
+fn a_re_run_of_a_refused_commands_steer_job_starts_no_round() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let before = lab.dispatches();
+    // Task 0 completed in round 1: it cannot be retried.
+    let (id, text) = lab.comment_jobs(90, 1, "/execute retry 0", true);
+    assert!(marker(&lab.gh, id).contains("❌ Not applied"), "{text}");
+    assert_eq!(lab.dispatches(), before, "{text}");
+    let (_, text) = lab.comment_job_again(90, id, true);
+    assert_eq!(lab.dispatches(), before, "{text}");
     lab.gh.assert_clean();
 }
 

@@ -27,7 +27,7 @@ use comment::SlashCommand;
 use queue::still_a_command;
 pub(crate) use queue::{Queue, catch_up, confirm, settled_since};
 pub use record::{PROCEED_FIELD, STEERED_TRAILER, apply, changes_plan, retry, steer_marker};
-pub(crate) use record::{authorised, command_text, record, with_trailer};
+pub(crate) use record::{authorised, beside_push, command_text, record, with_trailer};
 
 /// What an `/execute` command did (on a pull request, `jobs::steer`; on a parent issue,
 /// [`issue`]), for the log and the job's outputs.

@@ -5,8 +5,8 @@
 use super::comment::{self, SlashCommand, Trigger};
 use super::record::{
     AUTHORISED_PREFIX, STEER_MARKER_PREFIX, SettledCommand, apply, authorised, changes_plan,
-    keep_beside, record, settled_beside, settled_between, settled_in_history, steer_marker,
-    steered, with_trailer,
+    record, settled_beside, settled_between, settled_in_history, steer_marker, steered,
+    with_trailer,
 };
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
@@ -25,7 +25,7 @@ pub(crate) struct CaughtUp {
     /// A command was applied here, or found applied by a job that may have died before it
     /// started its round.
     pub applied: bool,
-    /// The queued commands found not to apply.
+    /// The queued commands found not to apply, here or by the commit that settled them.
     pub refused: std::collections::BTreeSet<u64>,
 }
 
@@ -100,8 +100,7 @@ async fn rewrite(client: &Client, id: u64, markers: &[&Marker], status: &str) ->
     all
 }
 
-/// Keeps what the branch's history settled in the record beside it ([`settled_beside`]),
-/// then makes the markers of those commands say so (a refused command's author is told why,
+/// Makes the markers of the commands the branch's history settled say so (a refused command's author is told why,
 /// once its marker says so). Run after a push, so `HEAD`'s history is the branch's; also the
 /// repair when the job that pushed died before its markers were rewritten. A line per marker
 /// rewritten. Never fails the job: what it could not do (GitHub did not answer) is a line too,
@@ -119,9 +118,6 @@ async fn try_confirm(q: Queue<'_>) -> Result<Vec<String>, ActionError> {
     let (client, pr) = (q.client, q.pr);
     let history = settled_in_history(q.repo)?;
     let mut lines = Vec::new();
-    if let Err(e) = keep_beside(q.repo, q.branch, q.auth, history.keys().copied()) {
-        lines.push(format!("warning: the record of the settled commands beside the branch was not updated ({e}); the next job that writes the branch does it"));
-    }
     let markers = markers(client, pr, q.inputs.me()).await?;
     let queued = queued(&markers);
     for (id, marks) in queued.iter().filter(|(_, m)| !m.is_empty()) {
@@ -228,11 +224,24 @@ pub(crate) async fn catch_up(
     }
     let history = settled_in_history(repo)?;
     let cache = steered(plan);
-    let (_, beside) = settled_beside(repo, q.branch, q.auth)?;
+    // The record beside the branch (a round trip to GitHub) is read only for a command the
+    // history and the cache do not record: new, or its commit dropped by a force-push.
+    let recorded = |id: &u64| history.contains_key(id) || cache.contains(id);
+    let beside = if queued.keys().all(recorded) {
+        Default::default()
+    } else {
+        settled_beside(repo, q.branch, q.auth)?.1
+    };
     for (id, marks) in queued {
         out.settled.insert(id);
-        let recorded = history.contains_key(&id) || cache.contains(&id);
-        if marks.is_empty() && recorded || !recorded && beside.contains(&id) {
+        // Settled where the branch's history no longer shows how: the plan's cache, or the
+        // record beside the branch after a force-push dropped the commit.
+        let earlier = cache.contains(&id) || beside.contains(&id);
+        if marks.is_empty() && (earlier || history.contains_key(&id)) {
+            // Refused before (a re-run of its steer job): it starts no round now either.
+            if history.get(&id).is_some_and(|s| !s.applied) {
+                out.refused.insert(id);
+            }
             continue;
         }
         // Settled by a job that pushed and then died before rewriting the marker.
@@ -242,18 +251,11 @@ pub(crate) async fn catch_up(
                 .push(settle_markers(client, pr, id, &marks, s).await?);
             continue;
         }
-        if cache.contains(&id) {
+        if earlier {
             out.applied = true;
-            rewrite(
-                client,
-                id,
-                &marks,
-                "✅ Applied earlier (the plan records it).",
-            )
-            .await;
-            out.lines.push(format!(
-                "Comment {id} was applied earlier (the plan records it)."
-            ));
+            let said = "Settled earlier (the branch records it; the commit that settled it is not in its history any more).";
+            rewrite(client, id, &marks, &format!("✅ {said}")).await;
+            out.lines.push(format!("Comment {id}: {said}"));
             continue;
         }
         let given = known.filter(|t| t.comment_id == id && t.pr_number == pr);

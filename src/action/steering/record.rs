@@ -4,7 +4,7 @@
 
 use crate::action::ActionError;
 use crate::action::steering::comment::SlashCommand;
-use crate::edge::git::{Pushed, RemoteAuth, Repo};
+use crate::edge::git::{OwnRef, Pushed, RemoteAuth, Repo};
 use crate::pure::plan::ids::TaskNames;
 use crate::pure::plan::{Plan, model::Status};
 use std::collections::BTreeSet;
@@ -189,24 +189,60 @@ pub(super) fn settled_beside(
     Ok((Some(at), ids))
 }
 
-/// Adds the commands `settled` (what the history of `HEAD`, pushed as `branch`, records, or
-/// the aborts a writer of it took) to the record beside it; called after the branch's push, so
-/// it never records a command the branch did not apply.
+/// Adds the commands `settled` (the aborts a writer of `branch` took) to the record beside it;
+/// called after the branch's push.
 pub(super) fn keep_beside(
     repo: &Repo,
     branch: &str,
     auth: &RemoteAuth,
     settled: impl IntoIterator<Item = u64>,
 ) -> Result<(), ActionError> {
+    let Some(own) = beside_with(repo, branch, auth, settled)? else {
+        return Ok(());
+    };
+    match repo.push_ref(&own.sha, &own.name, own.expected.as_deref(), auth)? {
+        Pushed::Done => Ok(()),
+        Pushed::Rejected(why) => Err(ActionError::Input(format!(
+            "{} moved meanwhile ({why})",
+            own.name
+        ))),
+    }
+}
+
+/// What a writer pushes with `branch`, in the same atomic push ([`Repo::push_head`]): the
+/// record beside it with the commands the commits after `since` (the branch's tip on
+/// `origin`) settle, so the branch never records a command the record beside it lacks, not
+/// even when the job is killed after its push and a force-push then drops that commit.
+/// `None` when those commits settle nothing (no fetch: a job of a run never steered) or
+/// the record holds them already.
+pub(crate) fn beside_push(
+    repo: &Repo,
+    branch: &str,
+    auth: &RemoteAuth,
+    since: &str,
+) -> Result<Option<OwnRef>, ActionError> {
+    let settled = settled_between(repo, Some(since))?.into_keys();
+    beside_with(repo, branch, auth, settled)
+}
+
+/// The record beside `branch` with the commands `settled` added, as a commit of `HEAD` to
+/// push under a lease; `None` when it holds them already, or there are none (then nothing is
+/// fetched).
+fn beside_with(
+    repo: &Repo,
+    branch: &str,
+    auth: &RemoteAuth,
+    settled: impl IntoIterator<Item = u64>,
+) -> Result<Option<OwnRef>, ActionError> {
     let settled: BTreeSet<u64> = settled.into_iter().collect();
     if settled.is_empty() {
-        return Ok(()); // nothing to keep: no fetch (a job of a run never steered)
+        return Ok(None);
     }
     let (at, mut ids) = settled_beside(repo, branch, auth)?;
     let known = ids.len();
     ids.extend(settled);
     if ids.len() == known {
-        return Ok(());
+        return Ok(None);
     }
     let text = ids
         .iter()
@@ -215,13 +251,8 @@ pub(super) fn keep_beside(
         .join("\n");
     let message = "dagexec: the /execute comments settled on this branch";
     let commit = repo.commit_file_onto(&repo.head()?, SETTLED_FILE, text.as_bytes(), message)?;
-    match repo.push_ref(&commit, &settled_ref(branch), at.as_deref(), auth)? {
-        Pushed::Done => Ok(()),
-        Pushed::Rejected(why) => Err(ActionError::Input(format!(
-            "{} moved meanwhile ({why})",
-            settled_ref(branch)
-        ))),
-    }
+    let name = settled_ref(branch);
+    Ok(Some(OwnRef::new(&commit, &name, at.as_deref())))
 }
 
 /// A plan-changing command in words, for the queued reply.

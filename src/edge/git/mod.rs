@@ -51,7 +51,7 @@ pub use apply::ApplyError;
 pub use branch::BranchError;
 pub use error::GitError;
 pub use patch::{Patch, PatchFile, PatchRef};
-pub use remote::{Pushed, RemoteAuth};
+pub use remote::{OwnRef, Pushed, RemoteAuth};
 pub use round::{Merged, Recovered, RoundIndex, StagedRound};
 pub use worktree::{Changes, Worktree, changes_in, changes_within};
 

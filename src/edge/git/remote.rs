@@ -48,6 +48,26 @@ pub enum Pushed {
     Rejected(String),
 }
 
+/// A ref of this process's own on `origin` (a full name outside `refs/heads`, e.g.
+/// `refs/dagexec/…`) moved to `sha` (empty: deleted) only while it still is `expected`
+/// (`None`: only while it does not exist), a lease another writer's push breaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnRef {
+    pub sha: String,
+    pub name: String,
+    pub expected: Option<String>,
+}
+
+impl OwnRef {
+    pub fn new(sha: &str, name: &str, expected: Option<&str>) -> Self {
+        OwnRef {
+            sha: sha.into(),
+            name: name.into(),
+            expected: expected.map(str::to_string),
+        }
+    }
+}
+
 impl Repo {
     fn remote_git<'a>(&'a self, label: &'static str, auth: &RemoteAuth) -> Git<'a> {
         let mut g = git(self.root(), label);
@@ -118,24 +138,38 @@ impl Repo {
             .map(drop)
     }
 
-    /// Pushes `HEAD` to `refs/heads/<branch>` on `origin` (no force).
-    pub fn push_head(&self, branch: &str, auth: &RemoteAuth) -> Result<Pushed, GitError> {
-        self.push(&format!("HEAD:refs/heads/{branch}"), None, auth)
-    }
-
-    /// `git push origin <refspec>`, with a `--force-with-lease` when given: refused by the
-    /// remote (not a fast-forward, or the lease no longer holds) is [`Pushed::Rejected`].
-    fn push(
+    /// Pushes `HEAD` to `refs/heads/<branch>` on `origin` (no force), and `with` in the same
+    /// push (`--atomic`: both or neither).
+    pub fn push_head(
         &self,
-        refspec: &str,
-        lease: Option<&str>,
+        branch: &str,
+        with: Option<&OwnRef>,
         auth: &RemoteAuth,
     ) -> Result<Pushed, GitError> {
+        self.push(Some(&format!("HEAD:refs/heads/{branch}")), with, auth)
+    }
+
+    /// `git push origin <refspec> <own>`, `own` under its lease, atomically when both are
+    /// given: refused by the remote (not a fast-forward, or the lease no longer holds) is
+    /// [`Pushed::Rejected`].
+    fn push(
+        &self,
+        refspec: Option<&str>,
+        own: Option<&OwnRef>,
+        auth: &RemoteAuth,
+    ) -> Result<Pushed, GitError> {
+        let expected = |r: &OwnRef| r.expected.clone().unwrap_or_default();
+        let lease = own.map(|r| format!("--force-with-lease={}:{}", r.name, expected(r)));
+        let refspecs = (refspec.map(str::to_string))
+            .into_iter()
+            .chain(own.map(|r| format!("{}:{}", r.sha, r.name)));
         let mut call = self
             .remote_git("push", auth)
             .args(["push", "--quiet", "--porcelain"])
+            .args(refspec.and(own).map(|_| "--atomic"))
             .args(lease)
-            .args(["origin", refspec]);
+            .arg("origin")
+            .args(refspecs);
         let out = call.output()?;
         if out.status.success() {
             return Ok(Pushed::Done);
@@ -185,8 +219,8 @@ impl Repo {
         expected: Option<&str>,
         auth: &RemoteAuth,
     ) -> Result<Pushed, GitError> {
-        let lease = format!("--force-with-lease={name}:{}", expected.unwrap_or(""));
-        self.push(&format!("{sha}:{name}"), Some(&lease), auth)
+        let own = OwnRef::new(sha, name, expected);
+        self.push(None, Some(&own), auth)
     }
 
     /// Deletes the ref `name` (a full name) on `origin` while it is still at `expected` (a
@@ -197,8 +231,7 @@ impl Repo {
         expected: &str,
         auth: &RemoteAuth,
     ) -> Result<Pushed, GitError> {
-        let lease = format!("--force-with-lease={name}:{expected}");
-        self.push(&format!(":{name}"), Some(&lease), auth)
+        self.push(None, Some(&OwnRef::new("", name, Some(expected))), auth)
     }
 
     /// Fetches the ref `name` (a full name) from `origin` into the same name here; `Ok(None)`

@@ -159,7 +159,10 @@ fn a_rejected_push_is_fetched_rebased_and_pushed_again() {
     assert_eq!(repo.fetch_branch("dagexec/x", &auth).unwrap(), None);
     fs::write(a.join("mine.txt"), "round 1\n").unwrap();
     repo.commit("round 1", &["mine.txt".into()]).unwrap();
-    assert_eq!(repo.push_head("dagexec/x", &auth).unwrap(), Pushed::Done);
+    assert_eq!(
+        repo.push_head("dagexec/x", None, &auth).unwrap(),
+        Pushed::Done
+    );
     // Someone else pushes to it meanwhile.
     run(&b, &["fetch", "-q", "origin"]);
     run(&b, &["checkout", "-q", "-b", "x", "origin/dagexec/x"]);
@@ -169,13 +172,16 @@ fn a_rejected_push_is_fetched_rebased_and_pushed_again() {
     run(&b, &["push", "-q", "origin", "HEAD:refs/heads/dagexec/x"]);
     fs::write(a.join("mine.txt"), "round 2\n").unwrap();
     repo.commit("round 2", &["mine.txt".into()]).unwrap();
-    let Pushed::Rejected(why) = repo.push_head("dagexec/x", &auth).unwrap() else {
+    let Pushed::Rejected(why) = repo.push_head("dagexec/x", None, &auth).unwrap() else {
         panic!("a non-fast-forward push is rejected");
     };
     assert!(why.contains("rejected"), "{why}");
     let tip = repo.fetch_branch("dagexec/x", &auth).unwrap().unwrap();
     repo.rebase_onto("refs/remotes/origin/dagexec/x").unwrap();
-    assert_eq!(repo.push_head("dagexec/x", &auth).unwrap(), Pushed::Done);
+    assert_eq!(
+        repo.push_head("dagexec/x", None, &auth).unwrap(),
+        Pushed::Done
+    );
     let log = run(&bare, &["log", "--format=%s", "dagexec/x"]);
     assert_eq!(log, "round 2\nhuman\nround 1\nseed\n");
     assert_eq!(repo.rev_parse("HEAD~1").unwrap().unwrap(), tip);
@@ -255,4 +261,46 @@ fn a_record_beside_the_branch_is_committed_aside_pushed_with_a_lease_and_fetched
         "refs/heads/main\n",
         "no branch was made"
     );
+}
+
+/// A branch pushed with a ref of dagexec's own goes with it or not at all (`--atomic`): a
+/// lease the ref no longer holds leaves the branch where it was, and a push that holds moves
+/// both.
+#[test]
+fn a_branch_pushed_with_its_own_ref_moves_both_or_neither() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bare, a, _) = remote(tmp.path());
+    let repo = Repo::discover(&a).unwrap();
+    let auth = RemoteAuth::default();
+    let name = "refs/dagexec/settled/dagexec/x";
+    let head = repo.head().unwrap();
+    let first = repo.commit_file_onto(&head, "f", b"1\n", "one").unwrap();
+    assert_eq!(
+        repo.push_ref(&first, name, None, &auth).unwrap(),
+        Pushed::Done
+    );
+    fs::write(a.join("mine.txt"), "round 1\n").unwrap();
+    repo.commit("round 1", &["mine.txt".into()]).unwrap();
+    let record = repo
+        .commit_file_onto(&repo.head().unwrap(), "f", b"2\n", "two")
+        .unwrap();
+    let stale = OwnRef::new(&record, name, None);
+    let Pushed::Rejected(why) = repo.push_head("dagexec/x", Some(&stale), &auth).unwrap() else {
+        panic!("a lease that no longer holds is refused");
+    };
+    assert!(why.contains("rejected"), "{why}");
+    let heads = ["for-each-ref", "--format=%(refname)", "refs/heads"];
+    assert_eq!(
+        run(&bare, &heads),
+        "refs/heads/main\n",
+        "no branch was made"
+    );
+    let held = OwnRef::new(&record, name, Some(&first));
+    assert_eq!(
+        repo.push_head("dagexec/x", Some(&held), &auth).unwrap(),
+        Pushed::Done
+    );
+    assert_eq!(run(&bare, &["rev-parse", name]).trim(), record);
+    let tip = run(&bare, &["rev-parse", "refs/heads/dagexec/x"]);
+    assert_eq!(tip.trim(), repo.head().unwrap());
 }

@@ -115,7 +115,7 @@ impl Finalize<'_> {
                 let (repo, auth) = (&self.job.checkout.repo, &self.job.checkout.auth);
                 if repo.fetch_branch(&round.branch, auth)?.is_none()
                     && let crate::edge::git::Pushed::Rejected(why) =
-                        repo.push_head(&round.branch, auth)?
+                        repo.push_head(&round.branch, None, auth)?
                 {
                     ui.say(format!(
                         "{} was created meanwhile ({}); starting the round on it.",
