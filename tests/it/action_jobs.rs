@@ -1695,3 +1695,59 @@ fn nothing_the_worker_left_runs_while_the_job_reads_its_tree() {
     let result: Value = serde_json::from_str(&result).unwrap();
     assert_eq!(result["acceptance"][0]["passed"], true, "{result:#}");
 }
+
+/// A one-task plan's workflow run (plan job, work job, finalize: the round's commit and the
+/// completed plan's archive), every job's git calls logged: per job, in order, the
+/// arguments after git's `-c` options.
+fn git_calls_of_a_run() -> Vec<(&'static str, Vec<String>)> {
+    let mut lab = lab::lab()
+        .plan("Calls", vec![lab::task("A", &["a.txt"], &[])])
+        .worker("cat > /dev/null\necho a > a.txt\necho 'COMPLETED: a'\n")
+        .start();
+    let seen = lab.tmp.path().join("git-calls");
+    let front = crate::common::git_in_front(
+        lab.tmp.path(),
+        &format!("echo \"${{PWD##*/}} $*\" >> '{}'", seen.display()),
+    );
+    let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
+    lab.set_env("PATH", &path);
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    let calls = std::fs::read_to_string(&seen).unwrap();
+    // The lab's clones are job-1 (plan), job-2 (work), job-3 (finalize).
+    [("plan", "job-1"), ("work", "job-2"), ("finalize", "job-3")]
+        .into_iter()
+        .map(|(job, dir)| {
+            let of_job = calls
+                .lines()
+                .filter_map(|l| l.strip_prefix(dir)?.strip_prefix(' '))
+                .map(|args| {
+                    let mut words: Vec<&str> = args.split(' ').collect();
+                    while words.first() == Some(&"-c") {
+                        words.drain(..2);
+                    }
+                    words.join(" ")
+                })
+                .collect();
+            (job, of_job)
+        })
+        .collect()
+}
+
+/// The calls of `calls` that start with `prefix`.
+fn calls_like<'c>(calls: &'c [String], prefix: &str) -> Vec<&'c String> {
+    calls.iter().filter(|c| c.starts_with(prefix)).collect()
+}
+
+#[test]
+fn every_job_finds_its_repository_with_one_git_call() {
+    for (job, calls) in git_calls_of_a_run() {
+        let discover = calls_like(&calls, "rev-parse --path-format=absolute");
+        assert_eq!(discover.len(), 1, "{job}: {calls:#?}");
+        assert!(
+            calls_like(&calls, "rev-parse --show-toplevel").is_empty()
+                && calls_like(&calls, "rev-parse --git-common-dir").is_empty(),
+            "{job}: {calls:#?}"
+        );
+    }
+}

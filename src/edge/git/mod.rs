@@ -128,11 +128,15 @@ fn changed_between(root: &Path, from: &str, to: &str) -> Result<Vec<String>, Git
 }
 
 impl Repo {
-    /// The repository whose work tree contains `dir` (`git rev-parse --show-toplevel`);
-    /// [`GitError::NotARepository`] outside one.
+    /// The repository whose work tree contains `dir` (`git rev-parse --show-toplevel
+    /// --git-common-dir`, one process; a path holding a line end makes its answer ambiguous,
+    /// and each is asked on its own then); [`GitError::NotARepository`] outside one.
     pub fn discover(dir: &Path) -> Result<Repo, GitError> {
         std::fs::metadata(dir).map_err(io_error("open directory", dir))?;
-        let mut call = git(dir, "rev-parse --show-toplevel").args(["rev-parse", "--show-toplevel"]);
+        let asking = ["rev-parse", "--path-format=absolute", "--show-toplevel"];
+        let mut call = git(dir, "rev-parse --show-toplevel")
+            .args(asking)
+            .arg("--git-common-dir");
         let out = call.output()?;
         if !out.status.success() {
             if String::from_utf8_lossy(&out.stderr).contains("not a git repository") {
@@ -142,7 +146,14 @@ impl Repo {
             }
             return Err(call.error(&out));
         }
-        let root = path_from_bytes(&out.stdout);
+        let lines: Vec<&[u8]> = out.stdout.split(|b| *b == b'\n').collect();
+        let (root, common) = match lines[..] {
+            [root, common, []] => (path_from_bytes(root), Some(path_from_bytes(common))),
+            _ => (
+                path_from_bytes(&git(dir, "rev-parse").args(asking).run()?),
+                None,
+            ),
+        };
         if root.as_os_str().is_empty() {
             return Err(GitError::Unexpected {
                 command: "rev-parse --show-toplevel".into(),
@@ -150,12 +161,15 @@ impl Repo {
                 detail: "no work tree (a bare repository?)".into(),
             });
         }
-        let common = git(&root, "rev-parse --git-common-dir")
-            .args(["rev-parse", "--git-common-dir"])
-            .run()?;
-        let common = path_from_bytes(&common);
-        let common_dir = root.join(common); // a relative answer is relative to `root`
-        let common_dir = common_dir.canonicalize().unwrap_or(common_dir);
+        let common = match common {
+            Some(common) => common,
+            None => path_from_bytes(
+                &git(&root, "rev-parse --git-common-dir")
+                    .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+                    .run()?,
+            ),
+        };
+        let common_dir = common.canonicalize().unwrap_or(common);
         let slots = Slots::default_for(&common_dir);
         Ok(Repo {
             root,

@@ -178,6 +178,24 @@ fn discover_finds_the_top_or_says_not_a_repository() {
     ));
 }
 
+/// One `rev-parse` answers both questions, a path a line; a path holding a line end (which
+/// could make two answers look like others) is asked for on its own, never misread.
+#[test]
+fn discover_reads_a_path_holding_a_line_end_whole() {
+    let f = Fixture::new();
+    for name in ["two\nlines", "ends\n", "\nstarts"] {
+        let linked = f.tmp.path().join(name).join("linked\ntree");
+        f.git(&["worktree", "add", "-q", "--detach", linked.to_str().unwrap()]);
+        let repo = Repo::discover(&linked).unwrap();
+        assert_eq!(repo.root(), linked.canonicalize().unwrap(), "{name:?}");
+        assert_eq!(
+            repo.common_dir(),
+            f.root().join(".git").canonicalize().unwrap(),
+            "{name:?}"
+        );
+    }
+}
+
 #[test]
 fn errors_name_the_command_the_directory_and_stderr() {
     let f = Fixture::new();
