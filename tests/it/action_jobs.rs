@@ -1751,3 +1751,13 @@ fn every_job_finds_its_repository_with_one_git_call() {
         );
     }
 }
+
+#[test]
+fn finalize_reads_the_commit_identity_once_for_all_its_commits() {
+    let calls = git_calls_of_a_run();
+    let (_, finalize) = &calls[2];
+    let commits = calls_like(finalize, "commit-tree").len();
+    assert_eq!(commits, 2, "the round's and the archive's: {finalize:#?}");
+    let identity = calls_like(finalize, "config --get-regexp");
+    assert_eq!(identity.len(), 1, "{finalize:#?}");
+}

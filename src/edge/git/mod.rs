@@ -71,6 +71,8 @@ pub struct Repo {
     common_dir: PathBuf,
     /// Where worker worktrees are made.
     slots: Slots,
+    /// The fallback identity's variables its commits get, read once ([`Repo::committing`]).
+    fallback: std::sync::Arc<std::sync::OnceLock<Vec<(&'static str, &'static str)>>>,
 }
 
 /// Git's worktree bookkeeping (`.git/worktrees/*`) is not safe against concurrent `git
@@ -175,6 +177,7 @@ impl Repo {
             root,
             common_dir,
             slots,
+            fallback: std::sync::Arc::default(),
         })
     }
 
@@ -426,8 +429,29 @@ impl Repo {
 
     /// A git call named `label` that commits: unsigned, messages taken as UTF-8, and with the
     /// fallback identity in `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` for what neither the
-    /// configuration nor the environment provides.
+    /// configuration nor the environment provides. Which of them that is, is read once per
+    /// `Repo` (a job, a run): the process's environment does not change, dagexec never writes
+    /// the configuration, and what task code writes there meanwhile (a local worker shares the
+    /// repository's config file) does not choose who the run's later commits are by.
     fn committing(&self, label: &'static str) -> Result<cmd::Git<'_>, GitError> {
+        let fallback = if let Some(fallback) = self.fallback.get() {
+            fallback
+        } else {
+            let read = self.fallback_identity()?;
+            self.fallback.get_or_init(|| read)
+        };
+        let mut call = git(&self.root, label)
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8");
+        for (var, value) in fallback {
+            call = call.env(var, value);
+        }
+        Ok(call)
+    }
+
+    /// The variables of [`Repo::committing`]'s fallback identity that neither the
+    /// configuration nor the environment sets.
+    fn fallback_identity(&self) -> Result<Vec<(&'static str, &'static str)>, GitError> {
         let (_, out) = git(&self.root, "config --get-regexp")
             .args([
                 "config",
@@ -442,25 +466,23 @@ impl Repo {
                     .is_some_and(|(k, v)| k == key && !v.trim().is_empty())
             })
         };
-        let mut call = git(&self.root, label)
-            .config("commit.gpgsign=false")
-            .config("i18n.commitEncoding=UTF-8");
-        for (role, field, var, value) in [
+        let roles = [
             ("author", "name", "GIT_AUTHOR_NAME", FALLBACK_NAME),
             ("author", "email", "GIT_AUTHOR_EMAIL", FALLBACK_EMAIL),
             ("committer", "name", "GIT_COMMITTER_NAME", FALLBACK_NAME),
             ("committer", "email", "GIT_COMMITTER_EMAIL", FALLBACK_EMAIL),
-        ] {
-            // `EMAIL` gives both addresses when nothing else does, as git reads it.
-            let set = cmd::env_is_set(var)
-                || (field == "email" && cmd::env_is_set("EMAIL"))
-                || configured(&format!("user.{field}"))
-                || configured(&format!("{role}.{field}"));
-            if !set {
-                call = call.env(var, value);
-            }
-        }
-        Ok(call)
+        ];
+        Ok(roles
+            .into_iter()
+            .filter(|(role, field, var, _)| {
+                // `EMAIL` gives both addresses when nothing else does, as git reads it.
+                !(cmd::env_is_set(var)
+                    || (*field == "email" && cmd::env_is_set("EMAIL"))
+                    || configured(&format!("user.{field}"))
+                    || configured(&format!("{role}.{field}")))
+            })
+            .map(|(_, _, var, value)| (var, value))
+            .collect())
     }
 
     /// The full SHA of the commit `rev` names.
