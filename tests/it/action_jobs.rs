@@ -1761,3 +1761,23 @@ fn finalize_reads_the_commit_identity_once_for_all_its_commits() {
     let identity = calls_like(finalize, "config --get-regexp");
     assert_eq!(identity.len(), 1, "{finalize:#?}");
 }
+
+#[test]
+fn a_round_commit_learns_what_it_changed_with_one_diff_tree() {
+    let calls = git_calls_of_a_run();
+    let (_, finalize) = &calls[2];
+    let commits = calls_like(finalize, "commit-tree").len();
+    assert_eq!(commits, 2, "the round's and the archive's: {finalize:#?}");
+    // Its paths, both sides' files (the sync's) and whether there is anything to commit.
+    assert_eq!(
+        calls_like(finalize, "diff-tree").len(),
+        commits,
+        "{finalize:#?}"
+    );
+    assert!(calls_like(finalize, "ls-tree").is_empty(), "{finalize:#?}");
+    let trees: Vec<_> = calls_like(finalize, "rev-parse")
+        .into_iter()
+        .filter(|c| c.ends_with("^{tree}"))
+        .collect();
+    assert!(trees.is_empty(), "{finalize:#?}");
+}

@@ -185,7 +185,13 @@ fn discover_reads_a_path_holding_a_line_end_whole() {
     let f = Fixture::new();
     for name in ["two\nlines", "ends\n", "\nstarts"] {
         let linked = f.tmp.path().join(name).join("linked\ntree");
-        f.git(&["worktree", "add", "-q", "--detach", linked.to_str().unwrap()]);
+        f.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            linked.to_str().unwrap(),
+        ]);
         let repo = Repo::discover(&linked).unwrap();
         assert_eq!(repo.root(), linked.canonicalize().unwrap(), "{name:?}");
         assert_eq!(

@@ -169,11 +169,14 @@ impl RoundIndex {
     /// Writes the tree and the commit (parent: the base) with `message`, and records the
     /// round in the journal. `None` when the tree is the base's: nothing to commit.
     pub fn prepare(&self, repo: &Repo, message: &str) -> Result<Option<StagedRound>, GitError> {
-        let Some(tree) = self.changed_tree()? else {
+        let tree = self.write_tree()?;
+        let changes = repo.changes(&self.base, &tree, &[])?;
+        if changes.is_empty() {
             return Ok(None);
-        };
+        }
         let new = self.commit_tree(repo, &tree, &cleanup_message(message))?;
-        let paths = super::super::changed_between(&self.root, &self.base, &new)?;
+        let mut paths: Vec<String> = changes.iter().map(|c| c.path.clone()).collect();
+        paths.sort();
         let journal = Journal {
             old: self.base.clone(),
             new,
@@ -183,7 +186,7 @@ impl RoundIndex {
         let path = repo.journal_path();
         let bytes = serde_json::to_vec_pretty(&journal).expect("the journal serialises");
         crate::edge::fsx::write(&self.dir, &path, &bytes).map_err(io_error("write", &path))?;
-        Ok(Some(StagedRound { journal }))
+        Ok(Some(StagedRound { journal, changes }))
     }
 }
 
