@@ -377,3 +377,14 @@ fn signed_commits_read_back_under_log_show_signature() {
     assert_eq!(found[0].message, "steer\n\nDagexec-Steered: yes");
     assert_eq!(f.repo.files_of_last_change("a.txt").unwrap(), ["a.txt"]);
 }
+
+#[test]
+fn the_history_before_the_first_commit_mentions_nothing_and_a_bad_range_is_an_error() {
+    let empty = Fixture::empty(false);
+    assert!(empty.repo.commits_mentioning("x", None).unwrap().is_empty());
+    let f = Fixture::new();
+    assert!(f.repo.commits_mentioning("x", None).unwrap().is_empty());
+    let missing = "0123456789012345678901234567890123456789";
+    let err = f.repo.commits_mentioning("x", Some(missing)).unwrap_err();
+    assert!(err.to_string().contains("log"), "{err}");
+}
