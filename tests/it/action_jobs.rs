@@ -1781,3 +1781,36 @@ fn a_round_commit_learns_what_it_changed_with_one_diff_tree() {
         .collect();
     assert!(trees.is_empty(), "{finalize:#?}");
 }
+
+#[test]
+fn the_plan_job_asks_where_head_is_once_when_it_moves_to_the_branch() {
+    let mut lab = lab::lab()
+        .plan(
+            "Head",
+            vec![lab::task("A", &["t0"], &[]), lab::task("B", &["t1"], &[0])],
+        )
+        .worker("cat > /dev/null\necho x > \"t$DAGEXEC_TASK_INDEX\"\necho 'COMPLETED: x'\n")
+        .start();
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    let seen = lab.tmp.path().join("git-calls");
+    let front = crate::common::git_in_front(
+        lab.tmp.path(),
+        &format!("echo \"$*\" >> '{}'", seen.display()),
+    );
+    let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
+    lab.set_env("PATH", &path);
+    // The checkout is main's; the state is on the branch round 1 pushed.
+    let planned = lab.plan_job(2, &[]);
+    assert!(planned.has_work(), "{}", planned.log);
+    let calls = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        calls.contains("checkout --quiet --force --detach"),
+        "{calls}"
+    );
+    let heads = calls
+        .lines()
+        .filter(|c| c.ends_with("rev-parse --verify --quiet HEAD^{commit}"))
+        .count();
+    assert_eq!(heads, 1, "{calls}");
+}
