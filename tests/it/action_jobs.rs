@@ -1814,3 +1814,19 @@ fn the_plan_job_asks_where_head_is_once_when_it_moves_to_the_branch() {
         .count();
     assert_eq!(heads, 1, "{calls}");
 }
+
+#[test]
+fn finalize_does_not_stage_the_plan_again_after_the_round_commit_holds_it() {
+    let calls = git_calls_of_a_run();
+    let (_, finalize) = &calls[2];
+    assert!(
+        !calls_like(finalize, "update-ref").is_empty(),
+        "{finalize:#?}"
+    );
+    let plan = calls_like(finalize, "add --all -- :(literal).design/plan.json");
+    assert!(plan.is_empty(), "{finalize:#?}");
+    assert!(
+        calls_like(finalize, "diff --cached --quiet").is_empty(),
+        "{finalize:#?}"
+    );
+}
