@@ -1830,3 +1830,14 @@ fn finalize_does_not_stage_the_plan_again_after_the_round_commit_holds_it() {
         "{finalize:#?}"
     );
 }
+
+#[test]
+fn a_round_commit_looks_the_plan_up_in_its_index_once() {
+    let calls = git_calls_of_a_run();
+    let (_, finalize) = &calls[2];
+    let lookups: Vec<_> = calls_like(finalize, "ls-files")
+        .into_iter()
+        .filter(|c| c.ends_with(":(literal).design/plan.json"))
+        .collect();
+    assert_eq!(lookups.len(), 1, "{finalize:#?}");
+}

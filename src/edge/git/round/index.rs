@@ -48,13 +48,14 @@ impl RoundIndex {
 
     /// Puts `content` into the index at `path` as one of dagexec's own files, without writing
     /// the work tree: the file keeps its mode (a new one is `100644`). `false` when git would
-    /// not commit the file (untracked and ignored): nothing is staged.
+    /// not commit the file (not in this index, untracked and ignored): nothing is staged.
     pub fn stage_own(&self, repo: &Repo, path: &str, content: &[u8]) -> Result<bool, GitError> {
         let path = normalize(path)?;
-        if repo.stageable(vec![path.clone()])?.is_empty() {
+        let entry = self.entry(&path)?;
+        if entry.is_none() && repo.stageable(vec![path.clone()])?.is_empty() {
             return Ok(false);
         }
-        let executable = self.entry(&path)?.is_some_and(|(mode, _)| mode == "100755");
+        let executable = entry.is_some_and(|(mode, _)| mode == "100755");
         let mode = if executable { "100755" } else { "100644" };
         self.write_entry(&path, mode, content)?;
         Ok(true)
