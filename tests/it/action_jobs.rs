@@ -1700,9 +1700,14 @@ fn nothing_the_worker_left_runs_while_the_job_reads_its_tree() {
 /// completed plan's archive), every job's git calls logged: per job, in order, the
 /// arguments after git's `-c` options.
 fn git_calls_of_a_run() -> Vec<(&'static str, Vec<String>)> {
+    git_calls_of_a_run_of("cat > /dev/null\necho a > a.txt\necho 'COMPLETED: a'\n")
+}
+
+/// [`git_calls_of_a_run`] with `worker` as the task's worker.
+fn git_calls_of_a_run_of(worker: &str) -> Vec<(&'static str, Vec<String>)> {
     let mut lab = lab::lab()
         .plan("Calls", vec![lab::task("A", &["a.txt"], &[])])
-        .worker("cat > /dev/null\necho a > a.txt\necho 'COMPLETED: a'\n")
+        .worker(worker)
         .start();
     let seen = lab.tmp.path().join("git-calls");
     let front = crate::common::git_in_front(
@@ -1840,4 +1845,16 @@ fn a_round_commit_looks_the_plan_up_in_its_index_once() {
         .filter(|c| c.ends_with(":(literal).design/plan.json"))
         .collect();
     assert_eq!(lookups.len(), 1, "{finalize:#?}");
+}
+
+#[test]
+fn a_round_with_no_patch_to_apply_reads_its_index_once_to_commit_the_plan() {
+    let calls = git_calls_of_a_run_of("cat > /dev/null\necho 'FAILED: not today'\n");
+    let (_, finalize) = &calls[2];
+    assert_eq!(
+        calls_like(finalize, "commit-tree").len(),
+        1,
+        "{finalize:#?}"
+    );
+    assert_eq!(calls_like(finalize, "read-tree").len(), 1, "{finalize:#?}");
 }
