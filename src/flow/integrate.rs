@@ -106,7 +106,8 @@ impl RoundBuild {
         judged: &[Judged],
         ui: &Ui,
     ) -> Result<(), RunError> {
-        let index = self.index(repo)?;
+        let index = self.index_for(repo, judged)?;
+        let index = || index.as_ref().expect("built for each patch applied");
         let before = self.accepted.len();
         let accepted = &mut self.accepted;
         let applied = &mut self.applied;
@@ -130,7 +131,7 @@ impl RoundBuild {
                         "the working tree has uncommitted changes that are not from this run at {} (commit or stash them)",
                         found.join(", ")
                     )),
-                    _ => match index.apply_patch(&j.patch) {
+                    _ => match index().apply_patch(&j.patch) {
                         Ok(()) => {
                             landed(accepted, applied, j);
                             None
@@ -160,7 +161,7 @@ impl RoundBuild {
             } else if crate::flow::steps::longrun::keeps_partial(j) {
                 let found = users(j);
                 let checked = if found.is_empty() {
-                    index.apply_patch(&j.patch).map_err(|e| e.message)
+                    index().apply_patch(&j.patch).map_err(|e| e.message)
                 } else {
                     Err(format!(
                         "the working tree has uncommitted changes at {}",
@@ -180,12 +181,26 @@ impl RoundBuild {
         }
         if self.accepted.len() > before {
             self.written = Some(Written {
-                head: index.base().to_string(),
+                head: index().base().to_string(),
                 count: self.accepted.len(),
-                tree: index.write_tree()?,
+                tree: index().write_tree()?,
             });
         }
         Ok(())
+    }
+
+    /// The round's index when one of `judged` has a patch to apply; none (no git process
+    /// asked) otherwise.
+    fn index_for(&self, repo: &Repo, judged: &[Judged]) -> Result<Option<RoundIndex>, RunError> {
+        let applies = |j: &Judged| match j.verdict.status {
+            Status::Completed => !j.patch.is_empty(),
+            _ => crate::flow::steps::longrun::keeps_partial(j),
+        };
+        Ok(if judged.iter().any(applies) {
+            Some(self.index(repo)?)
+        } else {
+            None
+        })
     }
 
     /// The results decided so far (this build's attempts, after integration).

@@ -488,6 +488,59 @@ fn a_poll_is_one_listing_of_the_branchs_runs_however_many_are_in_flight() {
     lab.gh.assert_clean();
 }
 
+/// After pushing a batch's commit the conductor knows where `HEAD` is: it does not ask git
+/// again while it reads the steering record the push settled (`log --grep`) and takes the
+/// commit as what it last pushed; only building a commit on it asks (the round's index).
+#[test]
+fn the_conductor_does_not_ask_for_head_again_after_pushing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("git-calls");
+    let front = crate::common::git_in_front(
+        dir.path(),
+        &format!(
+            "case \"$(tr '\\0' ' ' < /proc/$PPID/cmdline)\" in *'action conduct'*) echo \"$*\" >> '{}';; esac",
+            seen.display()
+        ),
+    );
+    let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
+    let (tasks, worker) = three_side_by_side();
+    let lab = Arc::new(Lab::with_env(tasks, worker, &[], &[("PATH", &path)]));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    assert_eq!(code, 0, "{}", lab.conduct_log(1));
+    let calls = std::fs::read_to_string(&seen).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    let head = |c: &str| c.ends_with("rev-parse --verify --quiet HEAD^{commit}");
+    let writes = |c: &str| {
+        [" commit-tree ", " commit ", " update-ref "]
+            .iter()
+            .any(|w| c.contains(w))
+    };
+    let mut windows = 0;
+    for (i, call) in calls.iter().enumerate() {
+        if !(call.contains(" push ") && call.contains("HEAD:refs/heads/")) {
+            continue;
+        }
+        // From the push to the call after the steering record's read, unless a write
+        // comes first.
+        let rest = &calls[i + 1..];
+        let Some(log) = rest.iter().position(|c| c.contains(" log ")) else {
+            continue;
+        };
+        let window = &rest[..(log + 2).min(rest.len())];
+        if window[..log].iter().any(|c| writes(c)) {
+            continue;
+        }
+        windows += 1;
+        // Asked only to build a commit on it (an index read from it next).
+        for (j, c) in window.iter().enumerate() {
+            let next = rest.get(j + 1).copied().unwrap_or_default();
+            assert!(!head(c) || next.contains(" read-tree "), "{window:#?}");
+        }
+    }
+    assert!(windows >= 2, "{calls:#?}");
+}
+
 #[test]
 fn a_run_the_polls_listing_does_not_hold_is_read_on_its_own() {
     // More than 100 newer runs on the branch push a long task's run off the listing's one

@@ -1695,3 +1695,166 @@ fn nothing_the_worker_left_runs_while_the_job_reads_its_tree() {
     let result: Value = serde_json::from_str(&result).unwrap();
     assert_eq!(result["acceptance"][0]["passed"], true, "{result:#}");
 }
+
+/// A one-task plan's workflow run (plan job, work job, finalize: the round's commit and the
+/// completed plan's archive), every job's git calls logged: per job, in order, the
+/// arguments after git's `-c` options.
+fn git_calls_of_a_run() -> Vec<(&'static str, Vec<String>)> {
+    git_calls_of_a_run_of("cat > /dev/null\necho a > a.txt\necho 'COMPLETED: a'\n")
+}
+
+/// [`git_calls_of_a_run`] with `worker` as the task's worker.
+fn git_calls_of_a_run_of(worker: &str) -> Vec<(&'static str, Vec<String>)> {
+    let mut lab = lab::lab()
+        .plan("Calls", vec![lab::task("A", &["a.txt"], &[])])
+        .worker(worker)
+        .start();
+    let seen = lab.tmp.path().join("git-calls");
+    let front = crate::common::git_in_front(
+        lab.tmp.path(),
+        &format!("echo \"${{PWD##*/}} $*\" >> '{}'", seen.display()),
+    );
+    let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
+    lab.set_env("PATH", &path);
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    let calls = std::fs::read_to_string(&seen).unwrap();
+    // The lab's clones are job-1 (plan), job-2 (work), job-3 (finalize).
+    [("plan", "job-1"), ("work", "job-2"), ("finalize", "job-3")]
+        .into_iter()
+        .map(|(job, dir)| {
+            let of_job = calls
+                .lines()
+                .filter_map(|l| l.strip_prefix(dir)?.strip_prefix(' '))
+                .map(|args| {
+                    let mut words: Vec<&str> = args.split(' ').collect();
+                    while words.first() == Some(&"-c") {
+                        words.drain(..2);
+                    }
+                    words.join(" ")
+                })
+                .collect();
+            (job, of_job)
+        })
+        .collect()
+}
+
+/// The calls of `calls` that start with `prefix`.
+fn calls_like<'c>(calls: &'c [String], prefix: &str) -> Vec<&'c String> {
+    calls.iter().filter(|c| c.starts_with(prefix)).collect()
+}
+
+#[test]
+fn every_job_finds_its_repository_with_one_git_call() {
+    for (job, calls) in git_calls_of_a_run() {
+        let discover = calls_like(&calls, "rev-parse --path-format=absolute");
+        assert_eq!(discover.len(), 1, "{job}: {calls:#?}");
+        assert!(
+            calls_like(&calls, "rev-parse --show-toplevel").is_empty()
+                && calls_like(&calls, "rev-parse --git-common-dir").is_empty(),
+            "{job}: {calls:#?}"
+        );
+    }
+}
+
+#[test]
+fn finalize_reads_the_commit_identity_once_for_all_its_commits() {
+    let calls = git_calls_of_a_run();
+    let (_, finalize) = &calls[2];
+    let commits = calls_like(finalize, "commit-tree").len();
+    assert_eq!(commits, 2, "the round's and the archive's: {finalize:#?}");
+    let identity = calls_like(finalize, "config --get-regexp");
+    assert_eq!(identity.len(), 1, "{finalize:#?}");
+}
+
+#[test]
+fn a_round_commit_learns_what_it_changed_with_one_diff_tree() {
+    let calls = git_calls_of_a_run();
+    let (_, finalize) = &calls[2];
+    let commits = calls_like(finalize, "commit-tree").len();
+    assert_eq!(commits, 2, "the round's and the archive's: {finalize:#?}");
+    // Its paths, both sides' files (the sync's) and whether there is anything to commit.
+    assert_eq!(
+        calls_like(finalize, "diff-tree").len(),
+        commits,
+        "{finalize:#?}"
+    );
+    assert!(calls_like(finalize, "ls-tree").is_empty(), "{finalize:#?}");
+    let trees: Vec<_> = calls_like(finalize, "rev-parse")
+        .into_iter()
+        .filter(|c| c.ends_with("^{tree}"))
+        .collect();
+    assert!(trees.is_empty(), "{finalize:#?}");
+}
+
+#[test]
+fn the_plan_job_asks_where_head_is_once_when_it_moves_to_the_branch() {
+    let mut lab = lab::lab()
+        .plan(
+            "Head",
+            vec![lab::task("A", &["t0"], &[]), lab::task("B", &["t1"], &[0])],
+        )
+        .worker("cat > /dev/null\necho x > \"t$DAGEXEC_TASK_INDEX\"\necho 'COMPLETED: x'\n")
+        .start();
+    let (_, ok, log) = lab.round_result(1);
+    assert!(ok, "{log}");
+    let seen = lab.tmp.path().join("git-calls");
+    let front = crate::common::git_in_front(
+        lab.tmp.path(),
+        &format!("echo \"$*\" >> '{}'", seen.display()),
+    );
+    let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
+    lab.set_env("PATH", &path);
+    // The checkout is main's; the state is on the branch round 1 pushed.
+    let planned = lab.plan_job(2, &[]);
+    assert!(planned.has_work(), "{}", planned.log);
+    let calls = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        calls.contains("checkout --quiet --force --detach"),
+        "{calls}"
+    );
+    let heads = calls
+        .lines()
+        .filter(|c| c.ends_with("rev-parse --verify --quiet HEAD^{commit}"))
+        .count();
+    assert_eq!(heads, 1, "{calls}");
+}
+
+#[test]
+fn finalize_does_not_stage_the_plan_again_after_the_round_commit_holds_it() {
+    let calls = git_calls_of_a_run();
+    let (_, finalize) = &calls[2];
+    assert!(
+        !calls_like(finalize, "update-ref").is_empty(),
+        "{finalize:#?}"
+    );
+    let plan = calls_like(finalize, "add --all -- :(literal).design/plan.json");
+    assert!(plan.is_empty(), "{finalize:#?}");
+    assert!(
+        calls_like(finalize, "diff --cached --quiet").is_empty(),
+        "{finalize:#?}"
+    );
+}
+
+#[test]
+fn a_round_commit_looks_the_plan_up_in_its_index_once() {
+    let calls = git_calls_of_a_run();
+    let (_, finalize) = &calls[2];
+    let lookups: Vec<_> = calls_like(finalize, "ls-files")
+        .into_iter()
+        .filter(|c| c.ends_with(":(literal).design/plan.json"))
+        .collect();
+    assert_eq!(lookups.len(), 1, "{finalize:#?}");
+}
+
+#[test]
+fn a_round_with_no_patch_to_apply_reads_its_index_once_to_commit_the_plan() {
+    let calls = git_calls_of_a_run_of("cat > /dev/null\necho 'FAILED: not today'\n");
+    let (_, finalize) = &calls[2];
+    assert_eq!(
+        calls_like(finalize, "commit-tree").len(),
+        1,
+        "{finalize:#?}"
+    );
+    assert_eq!(calls_like(finalize, "read-tree").len(), 1, "{finalize:#?}");
+}

@@ -121,7 +121,12 @@ pub(crate) fn commit_round(
     let done = plan.count(Status::Completed);
     let outcomes = crate::action::rounds::results_of(plan, batch);
     let message = crate::flow::integrate::commit_message(plan, round, batch, &outcomes, done);
-    repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
+    // The round's commit holds the plan as it stands, unless it made none (one git process
+    // asks, for the three of staging it again to find nothing to commit).
+    let text = crate::pure::plan::load::to_text(plan);
+    if repo.read_at("HEAD", &opts.plan_rel)?.as_deref() != Some(text.as_bytes()) {
+        repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
+    }
     let batch_file = format!(".design/processor-batch-{round}.json");
     let _ = crate::edge::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
     Ok(())

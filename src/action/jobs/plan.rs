@@ -68,12 +68,14 @@ pub fn run(root: &Path, inputs: &Inputs, job: &PlanJob<'_>) -> Result<Planned, A
         Err(redirect) => return Ok(redirect),
     };
     // The branch, when it exists, is where the state is; otherwise this commit starts it.
-    if let Some(tip) = repo.fetch_branch(&branch, &auth)?
-        && repo.head()? != tip
-    {
-        repo.checkout_detached(&tip)?;
-    }
-    let base = repo.head()?;
+    let head = repo.head()?;
+    let base = match repo.fetch_branch(&branch, &auth)? {
+        Some(tip) if tip != head => {
+            repo.checkout_detached(&tip)?;
+            tip
+        }
+        _ => head,
+    };
     let inputs = &crate::action::with_plan(repo.root(), inputs)?;
     let (mut plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
     // Every task completed and the plan archived, but the run not finished on GitHub (its

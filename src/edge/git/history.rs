@@ -22,10 +22,7 @@ impl Repo {
         needle: &str,
         since: Option<&str>,
     ) -> Result<Vec<Logged>, GitError> {
-        if self.rev_parse("HEAD^{commit}")?.is_none() {
-            return Ok(Vec::new());
-        }
-        let out = git(self.root(), "log --grep")
+        let mut log = git(self.root(), "log --grep")
             .args([
                 "log",
                 "--no-color",
@@ -38,8 +35,16 @@ impl Repo {
                 Some(since) => format!("{since}..HEAD"),
                 None => "HEAD".to_string(),
             })
-            .arg("--")
-            .run()?;
+            .arg("--");
+        let found = log.output()?;
+        // Before the first commit `HEAD` names nothing: asked only when the log failed.
+        if !found.status.success() {
+            return match self.rev_parse("HEAD^{commit}")? {
+                None => Ok(Vec::new()),
+                Some(_) => Err(log.error(&found)),
+            };
+        }
+        let out = found.stdout;
         // `-z`: one commit per NUL-separated entry, its SHA on the first line.
         Ok(nul_fields(&out)
             .filter_map(|entry| {

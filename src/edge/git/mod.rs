@@ -71,6 +71,8 @@ pub struct Repo {
     common_dir: PathBuf,
     /// Where worker worktrees are made.
     slots: Slots,
+    /// The fallback identity's variables its commits get, read once ([`Repo::committing`]).
+    fallback: std::sync::Arc<std::sync::OnceLock<Vec<(&'static str, &'static str)>>>,
 }
 
 /// Git's worktree bookkeeping (`.git/worktrees/*`) is not safe against concurrent `git
@@ -128,11 +130,15 @@ fn changed_between(root: &Path, from: &str, to: &str) -> Result<Vec<String>, Git
 }
 
 impl Repo {
-    /// The repository whose work tree contains `dir` (`git rev-parse --show-toplevel`);
-    /// [`GitError::NotARepository`] outside one.
+    /// The repository whose work tree contains `dir` (`git rev-parse --show-toplevel
+    /// --git-common-dir`, one process; a path holding a line end makes its answer ambiguous,
+    /// and each is asked on its own then); [`GitError::NotARepository`] outside one.
     pub fn discover(dir: &Path) -> Result<Repo, GitError> {
         std::fs::metadata(dir).map_err(io_error("open directory", dir))?;
-        let mut call = git(dir, "rev-parse --show-toplevel").args(["rev-parse", "--show-toplevel"]);
+        let asking = ["rev-parse", "--path-format=absolute", "--show-toplevel"];
+        let mut call = git(dir, "rev-parse --show-toplevel")
+            .args(asking)
+            .arg("--git-common-dir");
         let out = call.output()?;
         if !out.status.success() {
             if String::from_utf8_lossy(&out.stderr).contains("not a git repository") {
@@ -142,7 +148,14 @@ impl Repo {
             }
             return Err(call.error(&out));
         }
-        let root = path_from_bytes(&out.stdout);
+        let lines: Vec<&[u8]> = out.stdout.split(|b| *b == b'\n').collect();
+        let (root, common) = match lines[..] {
+            [root, common, []] => (path_from_bytes(root), Some(path_from_bytes(common))),
+            _ => (
+                path_from_bytes(&git(dir, "rev-parse").args(asking).run()?),
+                None,
+            ),
+        };
         if root.as_os_str().is_empty() {
             return Err(GitError::Unexpected {
                 command: "rev-parse --show-toplevel".into(),
@@ -150,17 +163,21 @@ impl Repo {
                 detail: "no work tree (a bare repository?)".into(),
             });
         }
-        let common = git(&root, "rev-parse --git-common-dir")
-            .args(["rev-parse", "--git-common-dir"])
-            .run()?;
-        let common = path_from_bytes(&common);
-        let common_dir = root.join(common); // a relative answer is relative to `root`
-        let common_dir = common_dir.canonicalize().unwrap_or(common_dir);
+        let common = match common {
+            Some(common) => common,
+            None => path_from_bytes(
+                &git(&root, "rev-parse --git-common-dir")
+                    .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+                    .run()?,
+            ),
+        };
+        let common_dir = common.canonicalize().unwrap_or(common);
         let slots = Slots::default_for(&common_dir);
         Ok(Repo {
             root,
             common_dir,
             slots,
+            fallback: std::sync::Arc::default(),
         })
     }
 
@@ -412,8 +429,29 @@ impl Repo {
 
     /// A git call named `label` that commits: unsigned, messages taken as UTF-8, and with the
     /// fallback identity in `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` for what neither the
-    /// configuration nor the environment provides.
+    /// configuration nor the environment provides. Which of them that is, is read once per
+    /// `Repo` (a job, a run): the process's environment does not change, dagexec never writes
+    /// the configuration, and what task code writes there meanwhile (a local worker shares the
+    /// repository's config file) does not choose who the run's later commits are by.
     fn committing(&self, label: &'static str) -> Result<cmd::Git<'_>, GitError> {
+        let fallback = if let Some(fallback) = self.fallback.get() {
+            fallback
+        } else {
+            let read = self.fallback_identity()?;
+            self.fallback.get_or_init(|| read)
+        };
+        let mut call = git(&self.root, label)
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8");
+        for (var, value) in fallback {
+            call = call.env(var, value);
+        }
+        Ok(call)
+    }
+
+    /// The variables of [`Repo::committing`]'s fallback identity that neither the
+    /// configuration nor the environment sets.
+    fn fallback_identity(&self) -> Result<Vec<(&'static str, &'static str)>, GitError> {
         let (_, out) = git(&self.root, "config --get-regexp")
             .args([
                 "config",
@@ -428,25 +466,23 @@ impl Repo {
                     .is_some_and(|(k, v)| k == key && !v.trim().is_empty())
             })
         };
-        let mut call = git(&self.root, label)
-            .config("commit.gpgsign=false")
-            .config("i18n.commitEncoding=UTF-8");
-        for (role, field, var, value) in [
+        let roles = [
             ("author", "name", "GIT_AUTHOR_NAME", FALLBACK_NAME),
             ("author", "email", "GIT_AUTHOR_EMAIL", FALLBACK_EMAIL),
             ("committer", "name", "GIT_COMMITTER_NAME", FALLBACK_NAME),
             ("committer", "email", "GIT_COMMITTER_EMAIL", FALLBACK_EMAIL),
-        ] {
-            // `EMAIL` gives both addresses when nothing else does, as git reads it.
-            let set = cmd::env_is_set(var)
-                || (field == "email" && cmd::env_is_set("EMAIL"))
-                || configured(&format!("user.{field}"))
-                || configured(&format!("{role}.{field}"));
-            if !set {
-                call = call.env(var, value);
-            }
-        }
-        Ok(call)
+        ];
+        Ok(roles
+            .into_iter()
+            .filter(|(role, field, var, _)| {
+                // `EMAIL` gives both addresses when nothing else does, as git reads it.
+                !(cmd::env_is_set(var)
+                    || (*field == "email" && cmd::env_is_set("EMAIL"))
+                    || configured(&format!("user.{field}"))
+                    || configured(&format!("{role}.{field}")))
+            })
+            .map(|(_, _, var, value)| (var, value))
+            .collect())
     }
 
     /// The full SHA of the commit `rev` names.

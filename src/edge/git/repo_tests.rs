@@ -178,6 +178,30 @@ fn discover_finds_the_top_or_says_not_a_repository() {
     ));
 }
 
+/// One `rev-parse` answers both questions, a path a line; a path holding a line end (which
+/// could make two answers look like others) is asked for on its own, never misread.
+#[test]
+fn discover_reads_a_path_holding_a_line_end_whole() {
+    let f = Fixture::new();
+    for name in ["two\nlines", "ends\n", "\nstarts"] {
+        let linked = f.tmp.path().join(name).join("linked\ntree");
+        f.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            linked.to_str().unwrap(),
+        ]);
+        let repo = Repo::discover(&linked).unwrap();
+        assert_eq!(repo.root(), linked.canonicalize().unwrap(), "{name:?}");
+        assert_eq!(
+            repo.common_dir(),
+            f.root().join(".git").canonicalize().unwrap(),
+            "{name:?}"
+        );
+    }
+}
+
 #[test]
 fn errors_name_the_command_the_directory_and_stderr() {
     let f = Fixture::new();
@@ -352,4 +376,15 @@ fn signed_commits_read_back_under_log_show_signature() {
     assert_eq!(found[0].sha, sha);
     assert_eq!(found[0].message, "steer\n\nDagexec-Steered: yes");
     assert_eq!(f.repo.files_of_last_change("a.txt").unwrap(), ["a.txt"]);
+}
+
+#[test]
+fn the_history_before_the_first_commit_mentions_nothing_and_a_bad_range_is_an_error() {
+    let empty = Fixture::empty(false);
+    assert!(empty.repo.commits_mentioning("x", None).unwrap().is_empty());
+    let f = Fixture::new();
+    assert!(f.repo.commits_mentioning("x", None).unwrap().is_empty());
+    let missing = "0123456789012345678901234567890123456789";
+    let err = f.repo.commits_mentioning("x", Some(missing)).unwrap_err();
+    assert!(err.to_string().contains("log"), "{err}");
 }

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::cmd::{describe_failure, git, literal, nul_fields};
 use super::error::io_error;
 use super::paths::normalize;
+use super::worktree::{RawChange, read_raw};
 use super::{GitError, Repo};
 
 mod aside;
@@ -70,6 +71,8 @@ impl Journal {
 #[derive(Debug)]
 pub struct StagedRound {
     pub journal: Journal,
+    /// What the round changes, both sides (its paths are the journal's).
+    changes: Vec<RawChange>,
 }
 
 /// What [`Repo::recover_round`] found.
@@ -222,7 +225,8 @@ impl Repo {
         };
         let head = self.head()?;
         let found = if head == journal.new {
-            let kept = self.sync_round(&journal, own)?;
+            let changes = self.changes(&journal.old, &journal.new, &journal.paths)?;
+            let kept = self.sync_round(&journal.new, &changes, own)?;
             Recovered::Finished {
                 sha: journal.new.clone(),
                 kept,
@@ -236,23 +240,38 @@ impl Repo {
         Ok(found)
     }
 
-    /// Brings `journal.paths` of the work tree and the index from `old` to `new`: a file at
-    /// the old content (or absent, as in `old`) gets the new one; a file already at the new
-    /// content is left, or written again when the round changed its mode; any other file is the user's and is left (its path returned), unless
-    /// it is one of `own` (dagexec's files, a regular file or absent: brought to the new
-    /// content). The index gets the new commit's entries for all of them.
-    fn sync_round(&self, journal: &Journal, own: &[String]) -> Result<Vec<String>, GitError> {
-        if journal.paths.is_empty() {
+    /// Brings the paths of `changes` (a round's, from its old commit to commit `new`) of the
+    /// work tree and the index to `new`: a file at the old content (or absent, as in the old
+    /// commit) gets the new one; a file already at the new content is left, or written again
+    /// when the round changed its mode; any other file is the user's and is left (its path
+    /// returned), unless it is one of `own` (dagexec's files, a regular file or absent:
+    /// brought to the new content). The index gets the new commit's entries for all of them.
+    fn sync_round(
+        &self,
+        new_commit: &str,
+        changes: &[RawChange],
+        own: &[String],
+    ) -> Result<Vec<String>, GitError> {
+        if changes.is_empty() {
             return Ok(Vec::new());
         }
-        let old = self.blobs(&journal.old, &journal.paths)?;
-        let new = self.blobs(&journal.new, &journal.paths)?;
+        let paths: Vec<String> = changes.iter().map(|c| c.path.clone()).collect();
+        let side =
+            |of: fn(&RawChange) -> Option<(&str, &str)>| -> BTreeMap<&str, (String, String)> {
+                changes
+                    .iter()
+                    .filter_map(|c| {
+                        of(c).map(|(mode, id)| (c.path.as_str(), (mode.to_owned(), id.to_owned())))
+                    })
+                    .collect()
+            };
+        let (old, new) = (side(RawChange::before), side(RawChange::after));
         let classify = |paths: &[String]| -> Result<Sync, GitError> {
             let work = self.work_blobs(paths)?;
             let mut sync = Sync::default();
             for p in paths {
                 let w = work.get(p).unwrap_or(&WorkState::Other);
-                let (o, n) = (old.get(p), new.get(p));
+                let (o, n) = (old.get(p.as_str()), new.get(p.as_str()));
                 let (o_id, n_id) = (o.map(|(_, id)| id), n.map(|(_, id)| id));
                 // A mode the round changed (a file made executable): the new one is written
                 // even where the content is already the new one.
@@ -279,10 +298,10 @@ impl Repo {
             mut write,
             delete,
             mut kept,
-        } = classify(&journal.paths)?;
+        } = classify(&paths)?;
         git(&self.root, "reset")
-            .args(["reset", "--quiet", &journal.new, "--"])
-            .args(journal.paths.iter().map(|p| literal(p)))
+            .args(["reset", "--quiet", new_commit, "--"])
+            .args(paths.iter().map(|p| literal(p)))
             .run()?;
         // Deletions first: a path whose type the round changed (a directory that became a
         // file or a link, a file or a link that became a directory) is in the way of its new
@@ -300,32 +319,35 @@ impl Repo {
         }
         if !write.is_empty() {
             git(&self.root, "checkout")
-                .args(["checkout", "--quiet", &journal.new, "--"])
+                .args(["checkout", "--quiet", new_commit, "--"])
                 .args(write.iter().map(|p| literal(p)))
                 .run()?;
         }
         Ok(kept)
     }
 
-    /// `path → (mode, blob id)` of the files of `commit` among `paths`.
-    fn blobs(
+    /// What differs between commits or trees `from` and `to` (renames as a delete and an
+    /// add), within `paths` when there are any: each path with both sides' mode and object,
+    /// one `git diff-tree --raw`.
+    pub(super) fn changes(
         &self,
-        commit: &str,
+        from: &str,
+        to: &str,
         paths: &[String],
-    ) -> Result<BTreeMap<String, (String, String)>, GitError> {
-        let out = git(&self.root, "ls-tree")
-            .args(["ls-tree", "-r", "-z", "--full-tree", commit, "--"])
+    ) -> Result<Vec<RawChange>, GitError> {
+        let out = git(&self.root, "diff-tree --raw")
+            .args([
+                "diff-tree",
+                "-r",
+                "--raw",
+                "--no-abbrev",
+                "--no-renames",
+                "-z",
+            ])
+            .args([from, to, "--"])
             .args(paths.iter().map(|p| literal(p)))
             .run()?;
-        Ok(nul_fields(&out)
-            .filter_map(|entry| {
-                // `<mode> SP <type> SP <object> TAB <path>`
-                let (meta, path) = entry.split_once('\t')?;
-                let mut meta = meta.split(' ');
-                let (mode, id) = (meta.next()?, meta.nth(1)?);
-                Some((path.to_owned(), (mode.to_owned(), id.to_owned())))
-            })
-            .collect())
+        read_raw(&out, "diff-tree --raw", &self.root)
     }
 
     /// What is in the work tree at each of `paths`, as git would store it.
@@ -507,7 +529,7 @@ impl StagedRound {
     /// Brings the round's paths of the work tree and the index to the new commit (files the
     /// user changed meanwhile are left, their paths returned), then drops the journal.
     pub fn sync(&self, repo: &Repo) -> Result<Vec<String>, GitError> {
-        let kept = repo.sync_round(&self.journal, &[])?;
+        let kept = repo.sync_round(&self.journal.new, &self.changes, &[])?;
         super::paths::remove_any(&repo.journal_path())?;
         Ok(kept)
     }

@@ -474,11 +474,7 @@ impl<'a> Staged<'a> {
     fn raw(&self) -> Result<Vec<RawChange>, GitError> {
         let label = "diff --cached --raw";
         let out = self.diff(label, &["--raw", "--no-abbrev", "-z"]).run()?;
-        parse_raw(&out).map_err(|detail| GitError::Unexpected {
-            command: label.into(),
-            dir: self.0.to_path_buf(),
-            detail,
-        })
+        read_raw(&out, label, self.0)
     }
 }
 
@@ -496,13 +492,15 @@ fn entry_v1(entry: &str) -> String {
     }
 }
 
-/// One change in `git diff --raw -z` output.
+/// One change in `git diff --raw -z` (or `diff-tree --raw -z`) output.
 #[derive(Debug, PartialEq)]
-struct RawChange {
+pub(super) struct RawChange {
+    old_mode: String,
+    old_sha: String,
     new_mode: String,
     new_sha: String,
     /// Where the change is (a rename's or copy's destination).
-    path: String,
+    pub(super) path: String,
     /// A rename's source, which the change empties too (a copy's source is unchanged).
     renamed_from: Option<String>,
 }
@@ -512,6 +510,25 @@ impl RawChange {
     fn paths(&self) -> impl Iterator<Item = &String> {
         std::iter::once(&self.path).chain(&self.renamed_from)
     }
+
+    /// `(mode, object)` before the change; `None` where there was nothing.
+    pub(super) fn before(&self) -> Option<(&str, &str)> {
+        (self.old_mode != "000000").then_some((&self.old_mode, &self.old_sha))
+    }
+
+    /// `(mode, object)` after the change; `None` where there is nothing.
+    pub(super) fn after(&self) -> Option<(&str, &str)> {
+        (self.new_mode != "000000").then_some((&self.new_mode, &self.new_sha))
+    }
+}
+
+/// The entries of the `--raw -z` output of `command` in `dir` ([`parse_raw`]).
+pub(super) fn read_raw(out: &[u8], command: &str, dir: &Path) -> Result<Vec<RawChange>, GitError> {
+    parse_raw(out).map_err(|detail| GitError::Unexpected {
+        command: command.into(),
+        dir: dir.to_path_buf(),
+        detail,
+    })
 }
 
 /// The entries of `--raw -z` output: `:<old mode> <new mode> <old sha> <new sha> <status>\0path\0`,
@@ -521,7 +538,7 @@ fn parse_raw(out: &[u8]) -> Result<Vec<RawChange>, String> {
     let mut entries = Vec::new();
     while let Some(head) = fields.next() {
         let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
-        let [_, new_mode, _, new_sha, status] = parts[..] else {
+        let [old_mode, new_mode, old_sha, new_sha, status] = parts[..] else {
             return Err(format!("unexpected raw line {head:?}"));
         };
         let mut path = || {
@@ -542,6 +559,8 @@ fn parse_raw(out: &[u8]) -> Result<Vec<RawChange>, String> {
             _ => return Err(format!("unknown status {status:?}")),
         };
         entries.push(RawChange {
+            old_mode: old_mode.to_owned(),
+            old_sha: old_sha.to_owned(),
             new_mode: new_mode.to_owned(),
             new_sha: new_sha.to_owned(),
             path,

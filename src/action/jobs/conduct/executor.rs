@@ -229,9 +229,10 @@ impl Executor for Remote<'_> {
         }
         // Pushed, and `/execute abort` looked for, before what the batch unblocked is
         // dispatched; the pull request is told after that (`wait`).
+        let mine = self.repo.head()?;
         let published = match self.pr {
-            Some(pr) => self.push_for_dispatch(round, plan, pr).await?,
-            None => self.publish_through(round, plan).await?,
+            Some(pr) => self.push_for_dispatch(round, plan, pr, &mine).await?,
+            None => self.publish_through(round, plan, &mine).await?,
         };
         self.pr = published.pr.or(self.pr);
         if published.stale {
@@ -249,7 +250,7 @@ impl Executor for Remote<'_> {
                 self.emit(Event::Note(line));
             }
         }
-        self.pushed = self.repo.head()?;
+        self.pushed = mine;
         if published.aborted && !self.aborted {
             self.abort();
         }

@@ -141,11 +141,12 @@ impl Remote<'_> {
                 &format!("dagexec: conductor starts ({n} run(s) adopted)"),
             )?;
         }
-        let published = self.publish_through(round_no, plan).await?;
+        let mine = self.repo.head()?;
+        let published = self.publish_through(round_no, plan, &mine).await?;
         if published.stale {
             return Ok(Some(writer::stale(published)));
         }
-        self.pushed = self.repo.head()?;
+        self.pushed = mine;
         self.pr = published.pr;
         if published.aborted {
             self.abort();
@@ -414,7 +415,8 @@ impl Remote<'_> {
         };
         let handover = conclusion == Conclusion::Handover;
         let published = if handover {
-            self.publish_through(round_no, plan).await?
+            let mine = self.repo.head()?;
+            self.publish_through(round_no, plan, &mine).await?
         } else {
             self.publish(round_no, plan, stop.as_ref()).await?
         };

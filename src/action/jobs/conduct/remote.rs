@@ -156,19 +156,19 @@ impl Remote<'_> {
     /// pull request `pr`: what the next dispatch needs. The pull request, its questions and
     /// the status comment are told after that dispatch ([`Remote::tell`], due from now on),
     /// so a task the batch unblocked does not wait for those calls. An API failure after
-    /// the push landed is said; the next commit looks again.
+    /// the push landed is said; the next commit looks again. `mine` is `HEAD`, pushed.
     pub(super) async fn push_for_dispatch(
         &mut self,
         n: u32,
         plan: &Plan,
         pr: u64,
+        mine: &str,
     ) -> Result<Published, ActionError> {
-        let mine = self.repo.head()?;
         let r = self.round(n);
         let pushed = self.publisher(&r).push_for_dispatch(plan, pr).await;
         let undone = "give the pull request's comments";
         let later = "they are read again at the next commit";
-        let published = self.landed_anyway(pushed, &mine, undone, later)?;
+        let published = self.landed_anyway(pushed, mine, undone, later)?;
         if !published.stale {
             self.untold = Some(n);
         }
@@ -414,16 +414,16 @@ impl Remote<'_> {
 
     /// [`Remote::publish`] while the run goes on (no stop): when GitHub fails the pull
     /// request's or the comments' update after the push landed, the conductor goes on — the
-    /// next commit brings them up to date.
+    /// next commit brings them up to date. `mine` is `HEAD`, pushed.
     pub(super) async fn publish_through(
         &self,
         n: u32,
         plan: &Plan,
+        mine: &str,
     ) -> Result<Published, ActionError> {
-        let mine = self.repo.head()?;
         let published = self.publish(n, plan, None).await;
         let later = "the next commit brings it up to date";
-        self.landed_anyway(published, &mine, "update the pull request", later)
+        self.landed_anyway(published, mine, "update the pull request", later)
     }
 
     /// Task `i`'s attempt in flight as `f`: recorded on its task (committed with the branch's

@@ -48,13 +48,14 @@ impl RoundIndex {
 
     /// Puts `content` into the index at `path` as one of dagexec's own files, without writing
     /// the work tree: the file keeps its mode (a new one is `100644`). `false` when git would
-    /// not commit the file (untracked and ignored): nothing is staged.
+    /// not commit the file (not in this index, untracked and ignored): nothing is staged.
     pub fn stage_own(&self, repo: &Repo, path: &str, content: &[u8]) -> Result<bool, GitError> {
         let path = normalize(path)?;
-        if repo.stageable(vec![path.clone()])?.is_empty() {
+        let entry = self.entry(&path)?;
+        if entry.is_none() && repo.stageable(vec![path.clone()])?.is_empty() {
             return Ok(false);
         }
-        let executable = self.entry(&path)?.is_some_and(|(mode, _)| mode == "100755");
+        let executable = entry.is_some_and(|(mode, _)| mode == "100755");
         let mode = if executable { "100755" } else { "100644" };
         self.write_entry(&path, mode, content)?;
         Ok(true)
@@ -169,11 +170,14 @@ impl RoundIndex {
     /// Writes the tree and the commit (parent: the base) with `message`, and records the
     /// round in the journal. `None` when the tree is the base's: nothing to commit.
     pub fn prepare(&self, repo: &Repo, message: &str) -> Result<Option<StagedRound>, GitError> {
-        let Some(tree) = self.changed_tree()? else {
+        let tree = self.write_tree()?;
+        let changes = repo.changes(&self.base, &tree, &[])?;
+        if changes.is_empty() {
             return Ok(None);
-        };
+        }
         let new = self.commit_tree(repo, &tree, &cleanup_message(message))?;
-        let paths = super::super::changed_between(&self.root, &self.base, &new)?;
+        let mut paths: Vec<String> = changes.iter().map(|c| c.path.clone()).collect();
+        paths.sort();
         let journal = Journal {
             old: self.base.clone(),
             new,
@@ -183,7 +187,7 @@ impl RoundIndex {
         let path = repo.journal_path();
         let bytes = serde_json::to_vec_pretty(&journal).expect("the journal serialises");
         crate::edge::fsx::write(&self.dir, &path, &bytes).map_err(io_error("write", &path))?;
-        Ok(Some(StagedRound { journal }))
+        Ok(Some(StagedRound { journal, changes }))
     }
 }
 
