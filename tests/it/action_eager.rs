@@ -488,9 +488,9 @@ fn a_poll_is_one_listing_of_the_branchs_runs_however_many_are_in_flight() {
     lab.gh.assert_clean();
 }
 
-/// After pushing a batch's commit the conductor knows where `HEAD` is: it does not ask git
-/// again while it reads the steering record the push settled (`log --grep`) and takes the
-/// commit as what it last pushed; only building a commit on it asks (the round's index).
+/// After pushing a batch's commit the conductor knows where `HEAD` is: it takes the commit
+/// as what it last pushed without asking git again; only building a commit on it asks (the
+/// round's index).
 #[test]
 fn the_conductor_does_not_ask_for_head_again_after_pushing_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -521,14 +521,15 @@ fn the_conductor_does_not_ask_for_head_again_after_pushing_it() {
         if !(call.contains(" push ") && call.contains("HEAD:refs/heads/")) {
             continue;
         }
-        // From the push to the call after the steering record's read, unless a write
-        // comes first.
+        // From the push to the next commit's start (the plan read, or an index), unless a
+        // write comes first; the last push ends the conductor.
         let rest = &calls[i + 1..];
-        let Some(log) = rest.iter().position(|c| c.contains(" log ")) else {
+        let starts = |c: &&str| c.contains(" cat-file ") || c.contains(" read-tree ");
+        let Some(end) = rest.iter().position(starts) else {
             continue;
         };
-        let window = &rest[..(log + 2).min(rest.len())];
-        if window[..log].iter().any(|c| writes(c)) {
+        let window = &rest[..=end];
+        if window.iter().any(|c| writes(c)) {
             continue;
         }
         windows += 1;
