@@ -967,13 +967,7 @@ fn a_work_job_diffs_the_changes_once_when_the_worker_left_the_plan_alone() {
         .start();
     let planned = lab.plan_job(1, &[]);
     let o = &planned.outputs;
-    let seen = lab.tmp.path().join("git-calls");
-    let front = crate::common::git_in_front(
-        lab.tmp.path(),
-        &format!("echo \"$*\" >> '{}'", seen.display()),
-    );
-    let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
-    lab.set_env("PATH", &path);
+    let seen = lab.log_git_calls("$*");
     let art = lab.tmp.path().join("art");
     lab.work_job(1, (0, 1), &o["round"], &o["base"], &art);
     let calls = std::fs::read_to_string(&seen).unwrap();
@@ -1709,13 +1703,7 @@ fn git_calls_of_a_run_of(worker: &str) -> Vec<(&'static str, Vec<String>)> {
         .plan("Calls", vec![lab::task("A", &["a.txt"], &[])])
         .worker(worker)
         .start();
-    let seen = lab.tmp.path().join("git-calls");
-    let front = crate::common::git_in_front(
-        lab.tmp.path(),
-        &format!("echo \"${{PWD##*/}} $*\" >> '{}'", seen.display()),
-    );
-    let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
-    lab.set_env("PATH", &path);
+    let seen = lab.log_git_calls("${PWD##*/} $*");
     let (_, ok, log) = lab.round_result(1);
     assert!(ok, "{log}");
     let calls = std::fs::read_to_string(&seen).unwrap();
@@ -1798,13 +1786,7 @@ fn the_plan_job_asks_where_head_is_once_when_it_moves_to_the_branch() {
         .start();
     let (_, ok, log) = lab.round_result(1);
     assert!(ok, "{log}");
-    let seen = lab.tmp.path().join("git-calls");
-    let front = crate::common::git_in_front(
-        lab.tmp.path(),
-        &format!("echo \"$*\" >> '{}'", seen.display()),
-    );
-    let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
-    lab.set_env("PATH", &path);
+    let seen = lab.log_git_calls("$*");
     // The checkout is main's; the state is on the branch round 1 pushed.
     let planned = lab.plan_job(2, &[]);
     assert!(planned.has_work(), "{}", planned.log);

@@ -138,16 +138,13 @@ fn the_record_of_applied_commands_is_not_capped() {
     lab.gh.assert_clean();
 }
 
-/// The steer job is killed (SIGKILL) right after its push, before it rewrites the marker; a
-/// person then replaces the plan. The next writer finds the command in the branch's history:
-/// not applied again, and its marker now says so.
-#[test]
-fn a_steer_job_killed_after_its_push_applied_its_command_once() {
+/// Round 1 of [`chain`], then `/execute proceed` whose steer job (as the workflow runs it)
+/// is killed (SIGKILL) right after its push: the lab and the comment's id.
+fn proceed_killed_after_its_push() -> (Lab, u64) {
     let lab = chain();
     let r = lab.round(1);
     assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
     let (id, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
-    // The steer job, as the workflow runs it, with a crash after the push.
     let dir = lab.checkout("main");
     let out = lab
         .context(&dir, 90)
@@ -162,6 +159,15 @@ fn a_steer_job_killed_after_its_push_applied_its_command_once() {
         .output()
         .unwrap();
     assert!(!out.status.success(), "{}", crate::common::lab::text(&out));
+    (lab, id)
+}
+
+/// The steer job is killed (SIGKILL) right after its push, before it rewrites the marker; a
+/// person then replaces the plan. The next writer finds the command in the branch's history:
+/// not applied again, and its marker now says so.
+#[test]
+fn a_steer_job_killed_after_its_push_applied_its_command_once() {
+    let (lab, id) = proceed_killed_after_its_push();
     assert_eq!(
         commits(&lab, "dagexec: proceed"),
         1,
@@ -206,24 +212,7 @@ fn a_steer_job_killed_after_its_push_applied_its_command_once() {
 /// command again, and its marker stops saying queued.
 #[test]
 fn a_command_whose_steer_job_died_after_its_push_is_not_applied_again_after_a_force_push() {
-    let lab = chain();
-    let r = lab.round(1);
-    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
-    let (id, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
-    let dir = lab.checkout("main");
-    let out = lab
-        .context(&dir, 90)
-        .args(["action", "steer"])
-        .env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_EVENT_NAME", "issue_comment")
-        .env(
-            "GITHUB_EVENT_PATH",
-            lab.tmp.path().join(format!("comment-{id}.json")),
-        )
-        .env("DAGEXEC_FAILPOINT", "steer-pushed:0")
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "{}", crate::common::lab::text(&out));
+    let (lab, id) = proceed_killed_after_its_push();
     assert_eq!(commits(&lab, "dagexec: proceed"), 1);
     let dir = lab.checkout(&format!("origin/{}~1", lab.branch));
     let to = format!("HEAD:refs/heads/{}", lab.branch);

@@ -278,6 +278,20 @@ impl Lab {
         self.env.push((key.into(), value.into()));
     }
 
+    /// From now on the jobs' `git` calls are logged, one line each as the shell `echo` of
+    /// `line` says it (`$*`: the call's arguments, `$PWD`: where it runs), into the file
+    /// returned.
+    pub fn log_git_calls(&mut self, line: &str) -> std::path::PathBuf {
+        let seen = self.tmp.path().join("git-calls");
+        let front = crate::common::git_in_front(
+            self.tmp.path(),
+            &format!("echo \"{line}\" >> '{}'", seen.display()),
+        );
+        let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
+        self.set_env("PATH", &path);
+        seen
+    }
+
     /// Rewrites the seed clone's `.design/plan.json` with `edit` (left uncommitted).
     pub fn edit_plan(&self, edit: impl FnOnce(&mut Value)) {
         let path = self.repo.join(".design/plan.json");
