@@ -612,17 +612,13 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
                 .expect("the locate step names the cache key")
                 .to_string();
             let bin = branch_scope.join(&key).join("bin/dagexec");
-            std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
-            std::fs::write(
+            common::executable(
                 &bin,
-                format!(
+                &format!(
                     "#!/bin/sh\necho \"${{GITHUB_JOB:-?}}\" >> '{}'\nexit 1\n",
                     poisoned.display()
                 ),
-            )
-            .unwrap();
-            std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-                .unwrap();
+            );
         }
         git_ref = format!("refs/heads/{branch}");
         inputs = body["inputs"].clone();

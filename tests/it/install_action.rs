@@ -11,7 +11,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::manifest;
+use common::{executable, manifest};
 
 /// A copy of the action (action.yml's directory) at `dir`, with `checksums` as
 /// `dist/checksums.txt` when given.
@@ -183,20 +183,14 @@ fn a_pinned_source_build_is_hashed_once() {
     let seen = tmp.path().join("hashed");
     for tool in ["sha256sum", "openssl", "shasum"] {
         let Some(real) = which(tool) else { continue };
-        std::fs::write(
-            wrap.join(tool),
-            format!(
+        executable(
+            &wrap.join(tool),
+            &format!(
                 "#!/bin/sh\nfor a; do echo \"$a\"; done >> '{}'\nexec '{}' \"$@\"\n",
                 seen.display(),
                 real.display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(
-            wrap.join(tool),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
+        );
     }
     let path = format!("{}:{}", wrap.display(), tmp.path().join("path").display());
     let _ = std::fs::remove_file(tmp.path().join("github-output"));
@@ -218,9 +212,7 @@ fn a_pinned_source_build_is_hashed_once() {
 
 /// An executable script at `path` that prints `says`; its SHA-256.
 fn put_exe(path: &Path, says: &str) -> String {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, format!("#!/bin/sh\necho '{says}'\n")).unwrap();
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    executable(path, &format!("#!/bin/sh\necho '{says}'\n"));
     sha256_of(path)
 }
 
@@ -237,15 +229,11 @@ fn sha256_of(path: &Path) -> String {
 /// real build takes minutes); its directory, to put first on PATH.
 fn fake_cargo(dir: &Path) -> PathBuf {
     let bin = dir.join("fake-cargo");
-    std::fs::create_dir_all(&bin).unwrap();
-    let cargo = bin.join("cargo");
-    std::fs::write(
-        &cargo,
+    executable(
+        &bin.join("cargo"),
         "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --root ] && root=$2; shift; done\n\
          mkdir -p \"$root/bin\" && printf '#!/bin/sh\\necho rebuilt\\n' > \"$root/bin/dagexec\" && chmod 755 \"$root/bin/dagexec\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     bin
 }
 
@@ -346,10 +334,10 @@ fn a_poisoned_source_build_is_not_run_without_the_pin_and_is_built_afresh() {
 /// A release archive holding a `dagexec` that prints `says`, and its SHA-256.
 fn archive(dir: &Path, says: &str) -> (Vec<u8>, String) {
     let stage = dir.join(format!("stage-{says}"));
-    std::fs::create_dir_all(&stage).unwrap();
-    let exe = stage.join("dagexec");
-    std::fs::write(&exe, format!("#!/bin/sh\necho '{says}'\n")).unwrap();
-    std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    executable(
+        &stage.join("dagexec"),
+        &format!("#!/bin/sh\necho '{says}'\n"),
+    );
     let tgz = dir.join(format!("{says}.tar.gz"));
     let st = Command::new("tar")
         .arg("-czf")

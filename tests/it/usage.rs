@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::common;
 use common::local::{Local, exec, local, one_file_each, plan_or_done};
-use common::{dagexec, git, repo, text, worker};
+use common::{codex_on_path, dagexec, git, repo, text, worker};
 
 /// One independent task per file of `creates`, each creating it.
 fn plan(creates: &[&str]) -> Value {
@@ -483,13 +483,7 @@ fn a_codex_configuration_the_gateway_cannot_follow_stops_only_a_codex_worker() {
         "{out}"
     );
     // Codex would send its requests there: stopped before anything starts, naming the fix.
-    // (Codex is installed: a stand-in on PATH, which `run` checks for before this.)
-    let bin = home.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(bin.join("codex"), "#!/bin/sh\nexit 1\n").unwrap();
-    let exe = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    std::fs::set_permissions(bin.join("codex"), exe).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let path = codex_on_path(home.path());
     let dir = repo(&plan(&["a.txt"]), &[]);
     let out = run(dir.path())
         .worker("codex")

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::common;
 use common::local::{Local, exec, local, one_file_each, plan_or_done};
-use common::{dagexec, git, text, worker};
+use common::{codex_on_path, dagexec, git, text, worker};
 
 /// A committed repository whose `.design/plan.json` has one task per entry of `creates`,
 /// each creating that file.
@@ -592,13 +592,7 @@ esac"#,
 fn a_broken_codex_configuration_is_refused_before_anything_is_written() {
     let home = tempfile::tempdir().unwrap();
     let codex = home.path().join(".codex/config.toml");
-    let bin = home.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    // Codex is installed: a stand-in on PATH.
-    std::fs::write(bin.join("codex"), "#!/bin/sh\nexit 1\n").unwrap();
-    let exe = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    std::fs::set_permissions(bin.join("codex"), exe).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let path = codex_on_path(home.path());
     std::fs::create_dir_all(codex.parent().unwrap()).unwrap();
     std::fs::write(&codex, "model_provider = \"nowhere\"\n").unwrap();
     let broken = [

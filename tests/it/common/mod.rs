@@ -177,14 +177,25 @@ pub fn git_in_front(dir: &Path, before: &str) -> PathBuf {
     )
     .unwrap();
     let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let path = bin.join("git");
-    std::fs::write(
-        &path,
-        format!("#!/bin/sh\n{before}\nexec '{}' \"$@\"\n", real.trim()),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    executable(
+        &bin.join("git"),
+        &format!("#!/bin/sh\n{before}\nexec '{}' \"$@\"\n", real.trim()),
+    );
     bin
+}
+
+/// An executable file at `path` (its folder made) holding `script`.
+pub fn executable(path: &Path, script: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A stand-in `codex` that fails at once, in `dir/bin`: the PATH with that folder first (a
+/// run checks that the worker's CLI is installed before it reads the CLI's configuration).
+pub fn codex_on_path(dir: &Path) -> String {
+    let bin = dir.join("bin");
+    executable(&bin.join("codex"), "#!/bin/sh\nexit 1\n");
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
 }
