@@ -214,7 +214,7 @@ impl Executor for Local<'_> {
         Ok(end.map_or(Integrated::Continue, Integrated::End))
     }
 
-    fn withdraw(&mut self, plan: &mut Plan) -> Result<(), RunError> {
+    fn withdraw(&mut self, plan: &mut Plan, mid_round: bool) -> Result<(), RunError> {
         let Some((path, tasks)) = crate::sources::withdrawn(self.repo, plan) else {
             return Ok(());
         };
@@ -234,8 +234,9 @@ impl Executor for Local<'_> {
         } else {
             format!(", nor {} that wait(s) for it", list(&waiting))
         };
+        let indent = if mid_round { "  " } else { "" };
         self.emit(Event::Note(format!(
-            "Not starting task(s) {}{also}: {why}.",
+            "{indent}Not starting task(s) {}{also}: {why}.",
             list(&tasks)
         )));
         Ok(())

@@ -46,7 +46,7 @@ impl Eager<'_> {
         if free == 0 || self.spent(plan).is_some() {
             return Ok(());
         }
-        x.withdraw(plan)?;
+        x.withdraw(plan, false)?;
         let busy: Vec<usize> = s.in_flight.iter().copied().collect();
         let held = x.held(plan, landing);
         let pick = engine::Pick {

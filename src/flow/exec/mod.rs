@@ -305,9 +305,10 @@ pub trait Executor {
     }
     /// Before a round, or an eager pick: the pending tasks the team took out of the run since
     /// it started (locally, its task list edited in the work tree) are marked so that none
-    /// starts ([`crate::pure::update::withdraw`]) and said; the next run reads the list again.
+    /// starts ([`crate::pure::update::withdraw`]) and said (indented as a round's line when
+    /// `mid_round`: before a round's later group); the next run reads the list again.
     /// Nothing by default.
-    fn withdraw(&mut self, _plan: &mut Plan) -> Result<(), Self::Error> {
+    fn withdraw(&mut self, _plan: &mut Plan, _mid_round: bool) -> Result<(), Self::Error> {
         Ok(())
     }
     /// Waits `_for` with nothing running, while only held tasks could start.

@@ -45,7 +45,7 @@ impl RoundLoop<'_> {
     ) -> Result<(Ending, u32), X::Error> {
         let mut standing = Standing::default();
         loop {
-            x.withdraw(plan)?;
+            x.withdraw(plan, false)?;
             let batch = match self.next_batch(x, plan) {
                 Ok(batch) => batch,
                 Err(ending) => return Ok((ending, round)),
@@ -145,7 +145,7 @@ impl RoundLoop<'_> {
             }
             let group = if k > 0 {
                 // The task list may have changed while the earlier groups ran.
-                x.withdraw(plan)?;
+                x.withdraw(plan, true)?;
                 let group: Vec<usize> = group
                     .iter()
                     .copied()
