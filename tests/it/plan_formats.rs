@@ -591,3 +591,46 @@ fn a_kiro_plan_error_names_the_lists_task_never_a_plan_index() {
     assert!(!err.contains("task 0"), "{err}");
     assert!(!err.contains("/tmp"), "{err}");
 }
+
+/// A Taskmaster list that gives nothing to run (no task in its tag, or only tasks the team
+/// set aside or cancelled) is refused naming the list and why, never the generated plan (a
+/// temporary file for `validate`) nor `/design`, which a Taskmaster user does not run.
+#[test]
+fn a_taskmaster_list_with_nothing_to_run_names_the_list_and_why() {
+    let cases = [
+        (r#"{"master": {"tasks": []}}"#, "it lists no task"),
+        (
+            r#"{"master": {"tasks": [
+              {"id": 1, "title": "a", "status": "blocked", "dependencies": []},
+              {"id": 2, "title": "b", "status": "deferred", "dependencies": [],
+               "subtasks": [{"id": 1, "title": "b1", "status": "pending", "dependencies": []}]},
+              {"id": 3, "title": "c", "status": "cancelled", "dependencies": []}
+            ]}}"#,
+            "task 1 (blocked), task 2.1 (deferred), task 3 (cancelled)",
+        ),
+        (
+            r#"{"master": {"tasks": [
+              {"id": 1, "title": "a", "status": "review", "dependencies": []},
+              {"id": 2, "title": "b", "status": "pending", "dependencies": [1]}
+            ]}}"#,
+            "task 1 (review), and 1 task(s) waiting for them",
+        ),
+    ];
+    for (text, why) in cases {
+        let dir = repo_of(&[(TM, text)]);
+        for cmd in [&["validate"][..], &["run", "--worker", "true"][..]] {
+            let o = exec(dir.path(), &[&["--plan", TM][..], cmd].concat());
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            assert_eq!(o.status.code(), Some(2), "{err}");
+            assert!(
+                err.contains(&format!("{TM} (tag master): no task to run: {why}")),
+                "{err}"
+            );
+            assert!(
+                !err.contains(".dagexec") && !err.contains("/tmp") && !err.contains("/design"),
+                "{err}"
+            );
+        }
+        assert_eq!(git(dir.path(), &["status", "--porcelain", "--ignored"]), "");
+    }
+}

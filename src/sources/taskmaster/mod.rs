@@ -95,7 +95,11 @@ impl Reader for Taskmaster {
         })?;
         let current = current_tag(cx);
         let r = read::read(cx.rel, &doc, current.as_deref())?;
-        Ok(build(cx.rel, &r))
+        let built = build(cx.rel, &r);
+        if built.plan.tasks.is_empty() {
+            return Err(vec![nothing_to_run(cx.rel, &r)]);
+        }
+        Ok(built)
     }
 
     fn write_back(
@@ -113,6 +117,42 @@ impl Reader for Taskmaster {
             ids.join(",")
         )
     }
+}
+
+/// Why the list read as `r` gives no task to run: it lists none, or the team set aside or
+/// cancelled every one (`task-master next` offers none of them either).
+fn nothing_to_run(rel: &str, r: &read::Read) -> Problem {
+    let tag = r
+        .tag
+        .as_ref()
+        .map(|t| format!(" (tag {t})"))
+        .unwrap_or_default();
+    let at = format!("{rel}{tag}: no task to run");
+    if r.items.is_empty() {
+        return Problem::new(
+            format!("{at}: it lists no task"),
+            "add tasks (`task-master parse-prd`, `task-master add-task`), or switch to the tag that holds them (`task-master use-tag NAME`)",
+        );
+    }
+    const SHOWN: usize = 10;
+    // The open ones wait for these (or for a task kept open by a cancelled subtask).
+    let (open, aside): (Vec<&Item>, Vec<&Item>) =
+        r.items.iter().partition(|it| it.state == State::Open);
+    let mut said: Vec<String> = aside
+        .iter()
+        .take(SHOWN)
+        .map(|it| format!("task {} ({})", it.id, it.word()))
+        .collect();
+    if aside.len() > SHOWN {
+        said.push(format!("and {} more", aside.len() - SHOWN));
+    }
+    if !open.is_empty() {
+        said.push(format!("and {} task(s) waiting for them", open.len()));
+    }
+    Problem::new(
+        format!("{at}: {}", said.join(", ")),
+        "`task-master next` offers none of them either: set the one to run pending (`task-master set-status --id=ID --status=pending`)",
+    )
 }
 
 /// The first 4 KiB of the regular file at `path` (none for anything else): a FIFO is opened
