@@ -768,3 +768,64 @@ fn a_command_edited_or_deleted_while_queued_is_refused_by_its_own_steer_job_too(
     assert_eq!(lab.dispatches(), before, "{text}");
     lab.gh.assert_clean();
 }
+
+/// The comment job of `/execute` comment `id` (its event written by [`Lab::comment_jobs`] or
+/// [`comment_event`]) as attempt `attempt` of its workflow run: GitHub's "Re-run jobs" runs it
+/// again with the same event and the next attempt number.
+fn comment_job_attempt(lab: &Lab, id: u64, attempt: u32) -> String {
+    let dir = lab.checkout("main");
+    let out = lab
+        .context(&dir, 90)
+        .args(["action", "comment"])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_RUN_ATTEMPT", attempt.to_string())
+        .env("GITHUB_EVENT_NAME", "issue_comment")
+        .env(
+            "GITHUB_EVENT_PATH",
+            lab.tmp.path().join(format!("comment-{id}.json")),
+        )
+        .output()
+        .unwrap();
+    let text = crate::common::lab::text(&out);
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+/// `body` commented on pull request #1 and its event written for the jobs; the comment's id.
+fn comment_event(lab: &Lab, body: &str) -> u64 {
+    let p = crate::common::lab::pr_comment_event(&lab.gh, &lab.repository, 1, body);
+    let id = p["comment"]["id"].as_u64().unwrap();
+    let event = lab.tmp.path().join(format!("comment-{id}.json"));
+    std::fs::write(event, p.to_string()).unwrap();
+    id
+}
+
+/// How many comments on the pull request say `said`.
+fn saying(lab: &Lab, said: &str) -> usize {
+    let comments = lab.gh.state().comments;
+    comments.iter().filter(|c| c.body.contains(said)).count()
+}
+
+/// The comment job run again ("Re-run jobs": the same event, the next attempt) answers a
+/// comment it answered already — a command its author may not run, or no command — once: the
+/// reply its first attempt posted is found again by its marker, and the first attempt lists no
+/// comments to find it.
+#[test]
+fn a_re_run_of_the_comment_job_replies_once() {
+    let lab = chain();
+    let denied = comment_event(&lab, "/execute proceed");
+    lab.gh.set_permission("Codertocat", "read");
+    let lists = || lab.gh.calls("issues/list-comments").len();
+    let before = lists();
+    let text = comment_job_attempt(&lab, denied, 1);
+    assert_eq!(lists(), before, "{text}");
+    let text = comment_job_attempt(&lab, denied, 2);
+    assert_eq!(saying(&lab, "only people with write"), 1, "{text}");
+    lab.gh.set_permission("Codertocat", "write");
+    let unknown = comment_event(&lab, "/execute bogus");
+    for attempt in [1, 2, 3] {
+        let text = comment_job_attempt(&lab, unknown, attempt);
+        assert_eq!(saying(&lab, "unknown command `bogus`"), 1, "{text}");
+    }
+    lab.gh.assert_clean();
+}
