@@ -3,7 +3,7 @@
 //! came before, and when the job that applied it died right after its push — and only a
 //! command a person with write access gave on this pull request, checked when it is applied.
 
-use crate::common::fake_github::{ACTIONS_BOT, FakeGitHub};
+use crate::common::fake_github::{ACTIONS_BOT, Comment, FakeGitHub};
 use crate::common::git;
 use crate::common::lab::{Lab, lab, task};
 
@@ -103,16 +103,7 @@ fn an_applied_command_is_not_applied_again_after_a_person_replaces_the_plan() {
     );
     assert!(marker(&lab.gh, id).contains("✅ Applied in "));
     // The command that could not be applied is settled too, and its author told why once.
-    let told = lab
-        .gh
-        .state()
-        .comments
-        .iter()
-        .filter(|c| {
-            c.body
-                .starts_with("dagexec cannot retry that: no task \"9\"")
-        })
-        .count();
+    let told = saying(&lab, "dagexec cannot retry that: no task \"9\"");
     assert_eq!(told, 1, "{text}");
     lab.gh.assert_clean();
 }
@@ -800,10 +791,15 @@ fn comment_event(lab: &Lab, body: &str) -> u64 {
     id
 }
 
-/// How many comments on the pull request say `said`.
+/// How many comments on the pull request say `said`, queued commands' markers aside.
 fn saying(lab: &Lab, said: &str) -> usize {
     let comments = lab.gh.state().comments;
-    comments.iter().filter(|c| c.body.contains(said)).count()
+    let reply = |c: &&Comment| !c.body.starts_with("<!-- dagexec:steer:");
+    comments
+        .iter()
+        .filter(reply)
+        .filter(|c| c.body.contains(said))
+        .count()
 }
 
 /// The comment job run again ("Re-run jobs": the same event, the next attempt) answers a
@@ -826,6 +822,42 @@ fn a_re_run_of_the_comment_job_replies_once() {
     for attempt in [1, 2, 3] {
         let text = comment_job_attempt(&lab, unknown, attempt);
         assert_eq!(saying(&lab, "unknown command `bogus`"), 1, "{text}");
+    }
+    lab.gh.assert_clean();
+}
+
+/// The reason a refused command was not applied reaches its author exactly once, wherever the
+/// job that settled it stops: GitHub refusing the reply (as a job killed before it posted it)
+/// leaves the marker queued, so the next writer posts it; GitHub refusing the marker's rewrite
+/// after the reply (as a job killed between the two) has the next writer rewrite the marker
+/// and find the reply posted.
+#[test]
+fn a_refused_commands_reason_is_posted_once_whichever_step_its_job_stops_at() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let refused = json!({"message": "Resource not accessible by integration"});
+    // Task 0 completed in round 1: it cannot be retried; there is no task 9.
+    let cases = [
+        (
+            "/execute retry 0",
+            "issues/create-comment",
+            "task 0 is completed",
+        ),
+        ("/execute retry 9", "issues/update-comment", "no task \"9\""),
+    ];
+    for (run, (body, op, why)) in (2..).zip(cases) {
+        let (id, _) = lab.comment_jobs(90 + run, 1, body, false);
+        lab.gh.fail_next(op, 403, &[], refused.clone());
+        let (_, text) = lab.comment_job_again(90 + run, id, true);
+        let r = lab.round(run);
+        let (ok, log) = r.finalized.unwrap();
+        assert!(ok, "{log}");
+        assert!(
+            marker(&lab.gh, id).contains("❌ Not applied"),
+            "{text}\n{log}"
+        );
+        assert_eq!(saying(&lab, why), 1, "{why}: {text}\n{log}");
     }
     lab.gh.assert_clean();
 }
