@@ -760,14 +760,15 @@ fn a_command_edited_or_deleted_while_queued_is_refused_by_its_own_steer_job_too(
     lab.gh.assert_clean();
 }
 
-/// The comment job of `/execute` comment `id` (its event written by [`Lab::comment_jobs`] or
-/// [`comment_event`]) as attempt `attempt` of its workflow run: GitHub's "Re-run jobs" runs it
-/// again with the same event and the next attempt number.
-fn comment_job_attempt(lab: &Lab, id: u64, attempt: u32) -> String {
+/// Job `job` (`comment` or `steer`) of `/execute` comment `id` (its event written by
+/// [`Lab::comment_jobs`] or [`comment_event`]) as attempt `attempt` of its workflow run:
+/// GitHub's "Re-run jobs" runs it again with the same event and the next attempt number.
+/// Whether it succeeded, and what it said.
+fn job_attempt(lab: &Lab, job: &str, id: u64, attempt: u32) -> (bool, String) {
     let dir = lab.checkout("main");
     let out = lab
         .context(&dir, 90)
-        .args(["action", "comment"])
+        .args(["action", job])
         .env("GITHUB_ACTIONS", "true")
         .env("GITHUB_RUN_ATTEMPT", attempt.to_string())
         .env("GITHUB_EVENT_NAME", "issue_comment")
@@ -777,8 +778,13 @@ fn comment_job_attempt(lab: &Lab, id: u64, attempt: u32) -> String {
         )
         .output()
         .unwrap();
-    let text = crate::common::lab::text(&out);
-    assert!(out.status.success(), "{text}");
+    (out.status.success(), crate::common::lab::text(&out))
+}
+
+/// [`job_attempt`] of the comment job, which succeeds: what it said.
+fn comment_job_attempt(lab: &Lab, id: u64, attempt: u32) -> String {
+    let (ok, text) = job_attempt(lab, "comment", id, attempt);
+    assert!(ok, "{text}");
     text
 }
 
@@ -858,6 +864,47 @@ fn a_refused_commands_reason_is_posted_once_whichever_step_its_job_stops_at() {
             "{text}\n{log}"
         );
         assert_eq!(saying(&lab, why), 1, "{why}: {text}\n{log}");
+    }
+    lab.gh.assert_clean();
+}
+
+/// The steer job applied a queued `/execute proceed` — its own command, or one queued before
+/// it whose steer job GitHub cancelled, its own then refused —, pushed it, and failed when
+/// GitHub refused to start the round; the job run again ("Re-run jobs") starts that round, as
+/// the first attempt would have, without applying anything again.
+#[test]
+fn a_re_run_of_a_steer_job_whose_dispatch_failed_starts_the_round() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let refused = json!({"message": "Resource not accessible by integration"});
+    // Its own proceed, in round 2; a proceed queued before its own answer nobody asked for, in
+    // round 3.
+    for (run, queued, own) in [
+        (2, None, "/execute proceed"),
+        (3, Some("/execute proceed"), "/execute answer 1 yes"),
+    ] {
+        if let Some(queued) = queued {
+            lab.comment_jobs(90, 1, queued, false);
+        }
+        let (id, _) = lab.comment_jobs(90, 1, own, false);
+        lab.gh.fail_next(
+            "actions/create-workflow-dispatch",
+            403,
+            &[],
+            refused.clone(),
+        );
+        let before = lab.dispatches();
+        let (ok, text) = job_attempt(&lab, "steer", id, 1);
+        assert!(!ok, "{own}: {text}");
+        let proceeds = commits(&lab, "dagexec: proceed");
+        assert_eq!(proceeds, run - 1, "{own}: {text}");
+        let (ok, text) = job_attempt(&lab, "steer", id, 2);
+        assert!(ok, "{own}: {text}");
+        assert_eq!(lab.dispatches(), before + 2, "{own}: {text}");
+        assert_eq!(commits(&lab, "dagexec: proceed"), proceeds, "{own}: {text}");
+        // The round the dispatch starts.
+        assert!(lab.round(run as u64).finalized.unwrap().0);
     }
     lab.gh.assert_clean();
 }

@@ -25,8 +25,8 @@ use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
     ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_pending, abort_record, aborts_taken,
-    apply, authorised, catch_up, changes_plan, command_text, confirm, record, said, steer_marker,
-    take_aborts, waiting_on, with_trailer,
+    applied_earlier, apply, authorised, catch_up, changes_plan, command_text, confirm, record,
+    said, steer_marker, take_aborts, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
@@ -297,8 +297,9 @@ impl Steer<'_> {
 
     /// `proceed`, `answer`, `retry`: commands queued earlier whose steer job GitHub cancelled
     /// (one pending job per branch group) are applied first, in order; then this one, unless
-    /// a round's writer applied it already. Pushed, and a round started, unless this one was
-    /// refused (its author is told why) and no other was applied.
+    /// a round's writer applied it already. Pushed (the plan signed by this job: a re-run
+    /// knows its earlier attempt's commits), and a round started, unless this one was refused
+    /// (its author is told why) and no other was applied, here or by an earlier attempt.
     async fn change(&self, mut c: Checkout) -> Result<Steered, ActionError> {
         let trigger = self.trigger;
         let queue = Queue::new(
@@ -309,6 +310,8 @@ impl Steer<'_> {
             &self.branch,
             &c.inputs,
         );
+        let applied_earlier = applied_earlier(queue, &c.plan, self.ctx)?;
+        crate::action::writer::sign(&mut c.plan, self.ctx);
         let caught = catch_up(queue, &mut c.plan, &c.dag, Some(trigger)).await?;
         for line in &caught.lines {
             println!("{line}");
@@ -333,7 +336,7 @@ impl Steer<'_> {
         if let Some(refusal) = &refused {
             self.reply(refusal).await?;
         }
-        if refused_here && !caught.applied {
+        if refused_here && !caught.applied && !applied_earlier {
             return Ok(said(refused.unwrap_or_else(|| {
                 format!("Comment {id} was not applied (its reply says why); no round started.")
             })));
