@@ -1,6 +1,7 @@
 //! `/execute` comments on a pull request (`issue_comment` events): which comments count
 //! ([`classify`], [`parse`]; on a parent issue too, through the same [`created`]), who may
-//! run them ([`may_run`]), the replies ([`help_text`], [`denied_reply`], [`unknown_reply`])
+//! run them ([`may_run`]), the replies ([`help_text`], [`denied_reply`], [`unknown_reply`];
+//! each posted once, found again by its [`reply_marker`])
 //! and the one status comment ([`status_body`], found again by [`STATUS_MARKER`], written by
 //! [`upsert_status`]). Pure except [`handle`], the edge that checks the commenter's
 //! permission, acknowledges with 👀 and decides, and the reading and writing of dagexec's
@@ -491,7 +492,7 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
 /// Decides what to do about `trigger`: checks the commenter's permission (denied: one reply,
 /// nothing else), reacts 👀, answers an unknown command with the list, refuses a closed or
 /// fork pull request with a reply, and otherwise hands back the head branch to act on.
-/// A first attempt's: a re-run's replies once (see [`handle_as`]).
+/// As a job's first attempt ([`handle_as`] for a re-run).
 pub async fn handle(client: &Client, trigger: &Trigger) -> Result<Handled, ApiError> {
     handle_as(client, trigger, true, Replier::default()).await
 }
