@@ -188,19 +188,8 @@ pub(crate) fn sign(plan: &mut plan::model::Plan, ctx: &Runner) {
 }
 
 /// Whether an earlier attempt of this job's workflow run signed `plan` ([`sign`]).
-pub(crate) fn signed_earlier(plan: &plan::model::Plan, ctx: &Runner) -> bool {
-    signature_earlier(plan.progress.extra.get(WRITER), ctx)
-}
-
-/// Whether the plan in `text` (a plan file as committed) was signed by an earlier attempt of
-/// this job's workflow run ([`sign`]).
-pub(crate) fn text_signed_earlier(text: &[u8], ctx: &Runner) -> bool {
-    let plan = serde_json::from_slice::<serde_json::Value>(text).unwrap_or_default();
-    signature_earlier(plan["progress"].get(WRITER), ctx)
-}
-
-/// Whether signature `by` is an earlier attempt's of this job's workflow run.
-fn signature_earlier(by: Option<&serde_json::Value>, ctx: &Runner) -> bool {
+fn signed_earlier(plan: &plan::model::Plan, ctx: &Runner) -> bool {
+    let by = plan.progress.extra.get(WRITER);
     let run = by.and_then(|b| b["run"].as_str());
     let attempt = by.and_then(|b| b["attempt"].as_u64());
     run == Some(ctx.run_id.as_str()) && attempt.is_some_and(|a| a < run_attempt(ctx).into())

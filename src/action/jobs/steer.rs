@@ -25,8 +25,8 @@ use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
     ABORT_MARKER, Queue, abort_after, abort_by_marker, abort_pending, abort_record, aborts_taken,
-    applied_earlier, apply, authorised, catch_up, changes_plan, command_text, confirm, record,
-    said, steer_marker, take_aborts, waiting_on, with_trailer,
+    apply, authorised, catch_up, changes_plan, command_text, confirm, record, said, steer_marker,
+    take_aborts, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
@@ -297,9 +297,10 @@ impl Steer<'_> {
 
     /// `proceed`, `answer`, `retry`: commands queued earlier whose steer job GitHub cancelled
     /// (one pending job per branch group) are applied first, in order; then this one, unless
-    /// a round's writer applied it already. Pushed (the plan signed by this job: a re-run
-    /// knows its earlier attempt's commits), and a round started, unless this one was refused
-    /// (its author is told why) and no other was applied, here or by an earlier attempt.
+    /// a round's writer applied it already. Pushed, and a round started, unless this one was
+    /// refused (its author is told why) and no other was applied; then the markers say what
+    /// was settled. A marker still queued is what tells a re-run that a command was applied
+    /// before its round was started ([`catch_up`]), so it is rewritten after the dispatch.
     async fn change(&self, mut c: Checkout) -> Result<Steered, ActionError> {
         let trigger = self.trigger;
         let queue = Queue::new(
@@ -310,8 +311,6 @@ impl Steer<'_> {
             &self.branch,
             &c.inputs,
         );
-        let applied_earlier = applied_earlier(queue, &c.plan, self.ctx)?;
-        crate::action::writer::sign(&mut c.plan, self.ctx);
         let caught = catch_up(queue, &mut c.plan, &c.dag, Some(trigger)).await?;
         for line in &caught.lines {
             println!("{line}");
@@ -329,46 +328,48 @@ impl Steer<'_> {
                 Err(refusal) => (None, Some(refusal)),
             }
         };
-        self.commit_and_push(&c, change.as_deref(), caught.committed)
-            .await?;
+        let pushed = self.commit_and_push(&c, change.as_deref(), caught.committed)?;
         let id = trigger.comment_id;
         let refused_here = refused.is_some() || caught.refused.contains(&id);
         if let Some(refusal) = &refused {
             self.reply(refusal).await?;
         }
-        if refused_here && !caught.applied && !applied_earlier {
-            return Ok(said(refused.unwrap_or_else(|| {
+        let done = if refused_here && !caught.applied {
+            said(refused.unwrap_or_else(|| {
                 format!("Comment {id} was not applied (its reply says why); no round started.")
-            })));
+            }))
+        } else {
+            self.start(&c).await?
+        };
+        if pushed {
+            // The branch's history records each command now; the markers say so.
+            for line in confirm(queue).await {
+                println!("{line}");
+            }
         }
-        self.start(&c).await
+        Ok(done)
     }
 
-    /// Commits the plan with `change` (its message), pushes it and what was caught up, and
-    /// confirms the markers.
-    async fn commit_and_push(
+    /// Commits the plan with `change` (its message) and pushes it with what was caught up;
+    /// whether it pushed.
+    fn commit_and_push(
         &self,
         c: &Checkout,
         change: Option<&str>,
         caught_up: bool,
-    ) -> Result<(), ActionError> {
-        let (client, branch) = (self.client, &self.branch);
+    ) -> Result<bool, ActionError> {
         if let Some(message) = change {
             crate::action::save_plan(&c.plan, &c.plan_path)?;
             c.repo
                 .commit(message, std::slice::from_ref(&c.inputs.plan_rel))?;
         }
-        if change.is_some() || caught_up {
-            crate::action::push_with_rebase(&c.repo, branch, &c.auth, |line| println!("{line}"))?;
-            // Pushed: the branch's history records each command now; the markers say so next.
+        let push = change.is_some() || caught_up;
+        if push {
+            let say = |line: String| println!("{line}");
+            crate::action::push_with_rebase(&c.repo, &self.branch, &c.auth, say)?;
             crate::flow::failpoint("steer-pushed", 0);
-            let pr = self.trigger.pr_number;
-            let queue = Queue::new(client, pr, &c.repo, &c.auth, branch, &c.inputs);
-            for line in confirm(queue).await {
-                println!("{line}");
-            }
         }
-        Ok(())
+        Ok(push)
     }
 
     /// Starts a round on the branch, unless `/execute abort` came after this command. One

@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 
 use comment::SlashCommand;
 use queue::still_a_command;
-pub(crate) use queue::{Queue, applied_earlier, catch_up, confirm, settled_since};
+pub(crate) use queue::{Queue, catch_up, confirm, settled_since};
 pub use record::{PROCEED_FIELD, STEERED_TRAILER, apply, changes_plan, retry, steer_marker};
 pub(crate) use record::{authorised, beside_push, command_text, record, with_trailer};
 

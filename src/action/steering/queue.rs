@@ -127,28 +127,6 @@ async fn try_confirm(q: Queue<'_>) -> Result<Vec<String>, ActionError> {
     Ok(lines)
 }
 
-/// Whether an earlier attempt of `ctx`'s job (a steer job run again) pushed a commit that
-/// applied a queued command: it signed the plan at the branch's tip (`plan`) and in that
-/// commit ([`crate::action::writer::sign`]). That attempt failed after its push, before the
-/// round the command needs was started, so the re-run starts it. A first attempt reads nothing.
-pub(crate) fn applied_earlier(
-    q: Queue<'_>,
-    plan: &Plan,
-    ctx: &crate::action::runtime::Runner,
-) -> Result<bool, ActionError> {
-    use crate::action::writer::{signed_earlier, text_signed_earlier};
-    if !signed_earlier(plan, ctx) {
-        return Ok(false);
-    }
-    for s in settled_in_history(q.repo)?.values().filter(|s| s.applied) {
-        let text = q.repo.read_at(&s.sha, &q.inputs.plan_rel)?;
-        if text.is_some_and(|t| text_signed_earlier(&t, ctx)) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
 /// Whether the commits after `since` up to `HEAD` settle a queued command (so their markers
 /// are to be rewritten once pushed).
 pub(crate) fn settled_since(repo: &Repo, since: &str) -> bool {
