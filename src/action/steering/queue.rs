@@ -291,7 +291,11 @@ impl CaughtUp {
 
 /// `command`, which comment `id` holds now, if it is what its queued `markers` (and `given`,
 /// the steer job's own) say the comment job authorised (or they say nothing, as an earlier
-/// dagexec's did); else why it is not applied.
+/// dagexec's did); else why it is not applied. What a marker authorised is a hash anyone can
+/// compute, no signature: a workflow that comments as GitHub Actions' bot can write either
+/// form, so refusing the older one would keep no such marker out. What stands against a
+/// forged marker is [`still_a_command`]: a person with write access now wrote this command on
+/// this pull request.
 fn as_queued(
     markers: &[Marker],
     id: u64,
