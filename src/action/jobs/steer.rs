@@ -67,7 +67,7 @@ pub async fn run(
             let client = client_for(&t.trigger)?;
             let apply = phase == SteerPhase::Apply;
             let issue = crate::action::steering::issue::run;
-            return issue(root, inputs, &t, (&client, replier), apply).await;
+            return issue(root, inputs, &t, &client, replier, apply).await;
         }
         Err(why) => return Ok(said(format!("Ignoring this event: {why}."))),
     };

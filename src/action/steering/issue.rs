@@ -78,7 +78,8 @@ pub async fn run(
     root: &std::path::Path,
     inputs: &Inputs,
     t: &IssueTrigger,
-    (client, replier): (&Client, comment::Replier),
+    client: &Client,
+    replier: comment::Replier,
     apply: bool,
 ) -> Result<Steered, ActionError> {
     let issue = t.issue();
