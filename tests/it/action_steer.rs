@@ -3,7 +3,7 @@
 //! came before, and when the job that applied it died right after its push — and only a
 //! command a person with write access gave on this pull request, checked when it is applied.
 
-use crate::common::fake_github::{ACTIONS_BOT, FakeGitHub};
+use crate::common::fake_github::{ACTIONS_BOT, Comment, FakeGitHub};
 use crate::common::git;
 use crate::common::lab::{Lab, lab, task};
 
@@ -103,16 +103,7 @@ fn an_applied_command_is_not_applied_again_after_a_person_replaces_the_plan() {
     );
     assert!(marker(&lab.gh, id).contains("✅ Applied in "));
     // The command that could not be applied is settled too, and its author told why once.
-    let told = lab
-        .gh
-        .state()
-        .comments
-        .iter()
-        .filter(|c| {
-            c.body
-                .starts_with("dagexec cannot retry that: no task \"9\"")
-        })
-        .count();
+    let told = saying(&lab, "dagexec cannot retry that: no task \"9\"");
     assert_eq!(told, 1, "{text}");
     lab.gh.assert_clean();
 }
@@ -766,5 +757,154 @@ fn a_command_edited_or_deleted_while_queued_is_refused_by_its_own_steer_job_too(
     assert!(marker(&lab.gh, edited).contains("was edited"), "{text}");
     assert_eq!(commits(&lab, "dagexec: proceed"), 0, "{text}");
     assert_eq!(lab.dispatches(), before, "{text}");
+    lab.gh.assert_clean();
+}
+
+/// Job `job` (`comment` or `steer`) of `/execute` comment `id` (its event written by
+/// [`Lab::comment_jobs`] or [`comment_event`]) as attempt `attempt` of its workflow run:
+/// GitHub's "Re-run jobs" runs it again with the same event and the next attempt number.
+/// Whether it succeeded, and what it said.
+fn job_attempt(lab: &Lab, job: &str, id: u64, attempt: u32) -> (bool, String) {
+    let dir = lab.checkout("main");
+    let out = lab
+        .context(&dir, 90)
+        .args(["action", job])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_RUN_ATTEMPT", attempt.to_string())
+        .env("GITHUB_EVENT_NAME", "issue_comment")
+        .env(
+            "GITHUB_EVENT_PATH",
+            lab.tmp.path().join(format!("comment-{id}.json")),
+        )
+        .output()
+        .unwrap();
+    (out.status.success(), crate::common::lab::text(&out))
+}
+
+/// [`job_attempt`] of the comment job, which succeeds: what it said.
+fn comment_job_attempt(lab: &Lab, id: u64, attempt: u32) -> String {
+    let (ok, text) = job_attempt(lab, "comment", id, attempt);
+    assert!(ok, "{text}");
+    text
+}
+
+/// `body` commented on pull request #1 and its event written for the jobs; the comment's id.
+fn comment_event(lab: &Lab, body: &str) -> u64 {
+    let p = crate::common::lab::pr_comment_event(&lab.gh, &lab.repository, 1, body);
+    let id = p["comment"]["id"].as_u64().unwrap();
+    let event = lab.tmp.path().join(format!("comment-{id}.json"));
+    std::fs::write(event, p.to_string()).unwrap();
+    id
+}
+
+/// How many comments on the pull request say `said`, queued commands' markers aside.
+fn saying(lab: &Lab, said: &str) -> usize {
+    let comments = lab.gh.state().comments;
+    let reply = |c: &&Comment| !c.body.starts_with("<!-- dagexec:steer:");
+    comments
+        .iter()
+        .filter(reply)
+        .filter(|c| c.body.contains(said))
+        .count()
+}
+
+/// The comment job run again ("Re-run jobs": the same event, the next attempt) answers a
+/// comment it answered already — a command its author may not run, or no command — once: the
+/// reply its first attempt posted is found again by its marker, and the first attempt lists no
+/// comments to find it.
+#[test]
+fn a_re_run_of_the_comment_job_replies_once() {
+    let lab = chain();
+    let denied = comment_event(&lab, "/execute proceed");
+    lab.gh.set_permission("Codertocat", "read");
+    let lists = || lab.gh.calls("issues/list-comments").len();
+    let before = lists();
+    let text = comment_job_attempt(&lab, denied, 1);
+    assert_eq!(lists(), before, "{text}");
+    let text = comment_job_attempt(&lab, denied, 2);
+    assert_eq!(saying(&lab, "only people with write"), 1, "{text}");
+    lab.gh.set_permission("Codertocat", "write");
+    let unknown = comment_event(&lab, "/execute bogus");
+    for attempt in [1, 2, 3] {
+        let text = comment_job_attempt(&lab, unknown, attempt);
+        assert_eq!(saying(&lab, "unknown command `bogus`"), 1, "{text}");
+    }
+    lab.gh.assert_clean();
+}
+
+/// The reason a refused command was not applied reaches its author exactly once, wherever the
+/// job that settled it stops: GitHub refusing the reply (as a job killed before it posted it)
+/// leaves the marker queued, so the next writer posts it; GitHub refusing the marker's rewrite
+/// after the reply (as a job killed between the two) has the next writer rewrite the marker
+/// and find the reply posted.
+#[test]
+fn a_refused_commands_reason_is_posted_once_whichever_step_its_job_stops_at() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let refused = json!({"message": "Resource not accessible by integration"});
+    // Task 0 completed in round 1: it cannot be retried; there is no task 9.
+    let cases = [
+        (
+            "/execute retry 0",
+            "issues/create-comment",
+            "task 0 is completed",
+        ),
+        ("/execute retry 9", "issues/update-comment", "no task \"9\""),
+    ];
+    for (run, (body, op, why)) in (2..).zip(cases) {
+        let (id, _) = lab.comment_jobs(90 + run, 1, body, false);
+        lab.gh.fail_next(op, 403, &[], refused.clone());
+        let (_, text) = lab.comment_job_again(90 + run, id, true);
+        let r = lab.round(run);
+        let (ok, log) = r.finalized.unwrap();
+        assert!(ok, "{log}");
+        assert!(
+            marker(&lab.gh, id).contains("❌ Not applied"),
+            "{text}\n{log}"
+        );
+        assert_eq!(saying(&lab, why), 1, "{why}: {text}\n{log}");
+    }
+    lab.gh.assert_clean();
+}
+
+/// The steer job applied a queued `/execute proceed` — its own command, or one queued before
+/// it whose steer job GitHub cancelled, its own then refused —, pushed it, and failed when
+/// GitHub refused to start the round; the job run again ("Re-run jobs") starts that round, as
+/// the first attempt would have, without applying anything again.
+#[test]
+fn a_re_run_of_a_steer_job_whose_dispatch_failed_starts_the_round() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let refused = json!({"message": "Resource not accessible by integration"});
+    // Its own proceed, in round 2; a proceed queued before its own answer nobody asked for, in
+    // round 3.
+    for (run, queued, own) in [
+        (2, None, "/execute proceed"),
+        (3, Some("/execute proceed"), "/execute answer 1 yes"),
+    ] {
+        if let Some(queued) = queued {
+            lab.comment_jobs(90, 1, queued, false);
+        }
+        let (id, _) = lab.comment_jobs(90, 1, own, false);
+        lab.gh.fail_next(
+            "actions/create-workflow-dispatch",
+            403,
+            &[],
+            refused.clone(),
+        );
+        let before = lab.dispatches();
+        let (ok, text) = job_attempt(&lab, "steer", id, 1);
+        assert!(!ok, "{own}: {text}");
+        let proceeds = commits(&lab, "dagexec: proceed");
+        assert_eq!(proceeds, run - 1, "{own}: {text}");
+        let (ok, text) = job_attempt(&lab, "steer", id, 2);
+        assert!(ok, "{own}: {text}");
+        assert_eq!(lab.dispatches(), before + 2, "{own}: {text}");
+        assert_eq!(commits(&lab, "dagexec: proceed"), proceeds, "{own}: {text}");
+        // The round the dispatch starts.
+        assert!(lab.round(run as u64).finalized.unwrap().0);
+    }
     lab.gh.assert_clean();
 }

@@ -53,6 +53,10 @@ pub async fn run(
     phase: SteerPhase,
 ) -> Result<Steered, ActionError> {
     let payload = read_event(ctx)?;
+    let replier = comment::Replier {
+        me: inputs.me(),
+        rerun: crate::action::writer::run_attempt(ctx) > 1,
+    };
     let trigger = match comment::classify(&ctx.event_name, &payload) {
         Ok(t) => t,
         // `/execute` on a parent issue: its sub-issues are the plan.
@@ -62,7 +66,8 @@ pub async fn run(
         {
             let client = client_for(&t.trigger)?;
             let apply = phase == SteerPhase::Apply;
-            return crate::action::steering::issue::run(root, inputs, &t, &client, apply).await;
+            let issue = crate::action::steering::issue::run;
+            return issue(root, inputs, &t, &client, replier, apply).await;
         }
         Err(why) => return Ok(said(format!("Ignoring this event: {why}."))),
     };
@@ -70,7 +75,8 @@ pub async fn run(
         return Ok(said("The comment job handled this command."));
     }
     let client = client_for(&trigger)?;
-    let branch = match comment::handle_as(&client, &trigger, phase == SteerPhase::Route).await? {
+    let route = phase == SteerPhase::Route;
+    let branch = match comment::handle_as(&client, &trigger, route, replier).await? {
         Handled::Denied => {
             return Ok(said(format!(
                 "@{} may not run dagexec here; replied.",
@@ -86,6 +92,7 @@ pub async fn run(
         client: &client,
         trigger: &trigger,
         branch,
+        replier,
     };
     if phase == SteerPhase::Route && changes_plan(&trigger.command) {
         return job.queue().await;
@@ -115,6 +122,8 @@ struct Steer<'a> {
     trigger: &'a Trigger,
     /// The pull request's head branch.
     branch: String,
+    /// How this job replies to the comment (once, also when run again).
+    replier: comment::Replier,
 }
 
 impl Steer<'_> {
@@ -190,7 +199,7 @@ impl Steer<'_> {
             let text = format!(
                 "Every task is completed and the plan is archived as `{rel}`: there is nothing left to change. Comment `/execute` to finish the run on the pull request."
             );
-            self.client.comment(self.trigger.pr_number, &text).await?;
+            self.reply(&text).await?;
             return Ok(Err(said(text)));
         }
         Ok(Ok(checkout))
@@ -273,6 +282,13 @@ impl Steer<'_> {
         ))
     }
 
+    /// Replies `text` to the comment, once.
+    async fn reply(&self, text: &str) -> Result<(), ActionError> {
+        let (client, t) = (self.client, self.trigger);
+        let reply = self.replier.reply(client, t.pr_number, t.comment_id, text);
+        Ok(reply.await?)
+    }
+
     /// The pull request's queue as the writer of its branch checked out in `c` applies it.
     fn queue_of<'b>(&'b self, c: &'b Checkout) -> Queue<'b> {
         let pr = self.trigger.pr_number;
@@ -282,7 +298,9 @@ impl Steer<'_> {
     /// `proceed`, `answer`, `retry`: commands queued earlier whose steer job GitHub cancelled
     /// (one pending job per branch group) are applied first, in order; then this one, unless
     /// a round's writer applied it already. Pushed, and a round started, unless this one was
-    /// refused (its author is told why) and no other was applied.
+    /// refused (its author is told why) and no other was applied; then the markers say what
+    /// was settled. A marker still queued is what tells a re-run that a command was applied
+    /// before its round was started ([`catch_up`]), so it is rewritten after the dispatch.
     async fn change(&self, mut c: Checkout) -> Result<Steered, ActionError> {
         let trigger = self.trigger;
         let queue = Queue::new(
@@ -310,46 +328,48 @@ impl Steer<'_> {
                 Err(refusal) => (None, Some(refusal)),
             }
         };
-        self.commit_and_push(&c, change.as_deref(), caught.committed)
-            .await?;
+        let pushed = self.commit_and_push(&c, change.as_deref(), caught.committed)?;
         let id = trigger.comment_id;
         let refused_here = refused.is_some() || caught.refused.contains(&id);
         if let Some(refusal) = &refused {
-            self.client.comment(trigger.pr_number, refusal).await?;
+            self.reply(refusal).await?;
         }
-        if refused_here && !caught.applied {
-            return Ok(said(refused.unwrap_or_else(|| {
+        let done = if refused_here && !caught.applied {
+            said(refused.unwrap_or_else(|| {
                 format!("Comment {id} was not applied (its reply says why); no round started.")
-            })));
+            }))
+        } else {
+            self.start(&c).await?
+        };
+        if pushed {
+            // The branch's history records each command now; the markers say so.
+            for line in confirm(queue).await {
+                println!("{line}");
+            }
         }
-        self.start(&c).await
+        Ok(done)
     }
 
-    /// Commits the plan with `change` (its message), pushes it and what was caught up, and
-    /// confirms the markers.
-    async fn commit_and_push(
+    /// Commits the plan with `change` (its message) and pushes it with what was caught up;
+    /// whether it pushed.
+    fn commit_and_push(
         &self,
         c: &Checkout,
         change: Option<&str>,
         caught_up: bool,
-    ) -> Result<(), ActionError> {
-        let (client, branch) = (self.client, &self.branch);
+    ) -> Result<bool, ActionError> {
         if let Some(message) = change {
             crate::action::save_plan(&c.plan, &c.plan_path)?;
             c.repo
                 .commit(message, std::slice::from_ref(&c.inputs.plan_rel))?;
         }
-        if change.is_some() || caught_up {
-            crate::action::push_with_rebase(&c.repo, branch, &c.auth, |line| println!("{line}"))?;
-            // Pushed: the branch's history records each command now; the markers say so next.
+        let push = change.is_some() || caught_up;
+        if push {
+            let say = |line: String| println!("{line}");
+            crate::action::push_with_rebase(&c.repo, &self.branch, &c.auth, say)?;
             crate::flow::failpoint("steer-pushed", 0);
-            let pr = self.trigger.pr_number;
-            let queue = Queue::new(client, pr, &c.repo, &c.auth, branch, &c.inputs);
-            for line in confirm(queue).await {
-                println!("{line}");
-            }
         }
-        Ok(())
+        Ok(push)
     }
 
     /// Starts a round on the branch, unless `/execute abort` came after this command. One

@@ -1,6 +1,7 @@
 //! `/execute` comments on a pull request (`issue_comment` events): which comments count
 //! ([`classify`], [`parse`]; on a parent issue too, through the same [`created`]), who may
-//! run them ([`may_run`]), the replies ([`help_text`], [`denied_reply`], [`unknown_reply`])
+//! run them ([`may_run`]), the replies ([`help_text`], [`denied_reply`], [`unknown_reply`];
+//! each posted once, found again by its [`reply_marker`])
 //! and the one status comment ([`status_body`], found again by [`STATUS_MARKER`], written by
 //! [`upsert_status`]). Pure except [`handle`], the edge that checks the commenter's
 //! permission, acknowledges with 👀 and decides, and the reading and writing of dagexec's
@@ -301,6 +302,60 @@ impl Identity {
 /// Every dagexec comment marker starts with this.
 const MARKER_PREFIX: &str = "<!-- dagexec:";
 
+/// The start of dagexec's reply to an `/execute` comment, `<!-- dagexec:reply:<id> -->`: found
+/// again, so a job run again (GitHub's "Re-run jobs": the same event) does not reply twice.
+const REPLY_PREFIX: &str = "<!-- dagexec:reply:";
+
+/// The marker of dagexec's reply to `/execute` comment `id`.
+pub fn reply_marker(id: u64) -> String {
+    format!("{REPLY_PREFIX}{id} -->")
+}
+
+/// Who replies to an `/execute` comment, and whether its job may have replied before.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Replier {
+    pub me: Identity,
+    /// This job's attempt of its workflow run is not its first (`GITHUB_RUN_ATTEMPT`): an
+    /// earlier one may have posted the reply. A first attempt cannot have, and lists nothing.
+    pub rerun: bool,
+}
+
+impl Replier {
+    /// Replies `text` to `/execute` comment `id` on `issue`, once ([`reply`]): on a re-run,
+    /// dagexec's comments are read first to find the reply an earlier attempt posted.
+    pub async fn reply(
+        &self,
+        client: &Client,
+        issue: u64,
+        id: u64,
+        text: &str,
+    ) -> Result<(), ApiError> {
+        let own = if self.rerun {
+            trusted_marked(client, issue, self.me).await?.own
+        } else {
+            Vec::new()
+        };
+        reply(client, issue, id, text, &own).await
+    }
+}
+
+/// Replies `text` to `/execute` comment `id` on `issue`, starting with its [`reply_marker`]:
+/// the reply among `own` (dagexec's comments, as the caller read them) is kept in place of a
+/// second one.
+pub async fn reply(
+    client: &Client,
+    issue: u64,
+    id: u64,
+    text: &str,
+    own: &[IssueComment],
+) -> Result<(), ApiError> {
+    let marker = reply_marker(id);
+    client
+        .upsert_marked_comment(issue, &marker, text, own)
+        .await
+        .map(drop)
+}
+
 /// The comments on `issue` that carry a dagexec marker, split into those dagexec wrote itself
 /// ([`Trusted::own`]: the only ones it updates and believes) and the rest, which are logged
 /// and ignored: a stranger's comment that starts with the status marker and the abort marker
@@ -437,16 +492,18 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
 /// Decides what to do about `trigger`: checks the commenter's permission (denied: one reply,
 /// nothing else), reacts 👀, answers an unknown command with the list, refuses a closed or
 /// fork pull request with a reply, and otherwise hands back the head branch to act on.
+/// As a job's first attempt ([`handle_as`] for a re-run).
 pub async fn handle(client: &Client, trigger: &Trigger) -> Result<Handled, ApiError> {
-    handle_as(client, trigger, true).await
+    handle_as(client, trigger, true, Replier::default()).await
 }
 
 /// [`handle`], reacting 👀 only when `acknowledge` (the `steer` job checks a comment the
-/// `comment` job already acknowledged).
+/// `comment` job already acknowledged), replying as `replier` (once, also when run again).
 pub async fn handle_as(
     client: &Client,
     trigger: &Trigger,
     acknowledge: bool,
+    replier: Replier,
 ) -> Result<Handled, ApiError> {
     let op = || format!("{PREFIX} comment {}", trigger.comment_id);
     if client.repo != trigger.repo {
@@ -458,19 +515,18 @@ pub async fn handle_as(
             ),
         });
     }
-    let pr = trigger.pr_number;
+    let (pr, id) = (trigger.pr_number, trigger.comment_id);
     if let Some(access) = too_little_access(client, &trigger.user).await? {
         tracing::info!(user = %trigger.user, access, "{}: not allowed", op());
-        client
-            .comment(pr, &denied_reply(&trigger.user, &access))
-            .await?;
+        let text = denied_reply(&trigger.user, &access);
+        replier.reply(client, pr, id, &text).await?;
         return Ok(Handled::Denied);
     }
     if acknowledge {
-        client.react(trigger.comment_id, "eyes").await?;
+        client.react(id, "eyes").await?;
     }
     if let SlashCommand::Unknown(why) = &trigger.command {
-        client.comment(pr, &unknown_reply(why)).await?;
+        replier.reply(client, pr, id, &unknown_reply(why)).await?;
         return Ok(Handled::Replied);
     }
     let head = client.pull_head(pr).await?;
@@ -484,7 +540,9 @@ pub async fn handle_as(
             command: trigger.command.clone(),
         });
     };
-    client.comment(pr, &format!("{refusal}\n")).await?;
+    replier
+        .reply(client, pr, id, &format!("{refusal}\n"))
+        .await?;
     Ok(Handled::Replied)
 }
 

@@ -73,21 +73,22 @@ pub fn parse(body: &str) -> Option<Vec<u64>> {
 }
 
 /// The comment job's half (`apply` false) or the steer job's (`apply` true), in the checkout
-/// at `root`.
+/// at `root`, through `client`, replying as `replier`.
 pub async fn run(
     root: &std::path::Path,
     inputs: &Inputs,
     t: &IssueTrigger,
     client: &Client,
+    replier: comment::Replier,
     apply: bool,
 ) -> Result<Steered, ActionError> {
     let issue = t.issue();
     let user = &t.trigger.user;
     if let Some(access) = comment::too_little_access(client, user).await? {
         if !apply {
-            client
-                .comment(issue, &comment::denied_reply(user, &access))
-                .await?;
+            let text = comment::denied_reply(user, &access);
+            let id = t.trigger.comment_id;
+            replier.reply(client, issue, id, &text).await?;
         }
         return Ok(said(format!("@{user} may not run dagexec here.")));
     }

@@ -11,6 +11,7 @@ use super::record::{
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
+use crate::edge::github::comments::IssueComment;
 use crate::pure::plan::Plan;
 
 /// What [`catch_up`] did.
@@ -43,15 +44,15 @@ struct Marker {
     authorised: Option<String>,
 }
 
-/// dagexec's own steer markers on pull request `pr` (a stranger's marker is no command).
+/// dagexec's own steer markers on pull request `pr` (a stranger's marker is no command), and
+/// every marked comment dagexec wrote there (its replies among them).
 async fn markers(
     client: &Client,
     pr: u64,
     me: comment::Identity,
-) -> Result<Vec<Marker>, ActionError> {
-    let marked = comment::trusted_marked(client, pr, me).await?;
-    Ok(marked
-        .own
+) -> Result<(Vec<Marker>, Vec<IssueComment>), ActionError> {
+    let own = comment::trusted_marked(client, pr, me).await?.own;
+    let markers = own
         .iter()
         .filter_map(|c| {
             let rest = c.body.trim_start().strip_prefix(STEER_MARKER_PREFIX)?;
@@ -66,7 +67,8 @@ async fn markers(
                     .map(str::to_string),
             })
         })
-        .collect())
+        .collect();
+    Ok((markers, own))
 }
 
 /// Every command a marker names, oldest first, each with its markers that still say queued.
@@ -85,23 +87,20 @@ fn queued(markers: &[Marker]) -> std::collections::BTreeMap<u64, Vec<&Marker>> {
 }
 
 /// Rewrites the markers of comment `id` to `status` (`✅ …` or `❌ …`), each keeping the
-/// command it authorised (a re-run of the comment job finds it queued). Whether they all
-/// were: a marker left as it was is rewritten by a later job (the record is the history).
-async fn rewrite(client: &Client, id: u64, markers: &[&Marker], status: &str) -> bool {
-    let mut all = true;
+/// command it authorised (a re-run of the comment job finds it queued). A marker left as it
+/// was is rewritten by a later job (the record is the history).
+async fn rewrite(client: &Client, id: u64, markers: &[&Marker], status: &str) {
     for m in markers {
         let authorised = m.authorised.as_deref().unwrap_or_default();
         let body = format!("{}\n{status}\n{authorised}\n", steer_marker(id));
         if let Err(e) = client.update_comment(m.comment, body.trim_end()).await {
             tracing::warn!(marker = m.comment, "could not rewrite a steer marker: {e}");
-            all = false;
         }
     }
-    all
 }
 
-/// Makes the markers of the commands the branch's history settled say so (a refused command's author is told why,
-/// once its marker says so). Run after a push, so `HEAD`'s history is the branch's; also the
+/// Makes the markers of the commands the branch's history settled say so (a refused command's
+/// author is told why first, once). Run after a push, so `HEAD`'s history is the branch's; also the
 /// repair when the job that pushed died before its markers were rewritten. A line per marker
 /// rewritten. Never fails the job: what it could not do (GitHub did not answer) is a line too,
 /// and the next writer of the branch does it, since the history keeps the record.
@@ -118,11 +117,11 @@ async fn try_confirm(q: Queue<'_>) -> Result<Vec<String>, ActionError> {
     let (client, pr) = (q.client, q.pr);
     let history = settled_in_history(q.repo)?;
     let mut lines = Vec::new();
-    let markers = markers(client, pr, q.inputs.me()).await?;
+    let (markers, own) = markers(client, pr, q.inputs.me()).await?;
     let queued = queued(&markers);
     for (id, marks) in queued.iter().filter(|(_, m)| !m.is_empty()) {
         if let Some(s) = history.get(id) {
-            lines.push(settle_markers(client, pr, *id, marks, s).await?);
+            lines.push(settle_markers(client, pr, (*id, marks), s, &own).await?);
         }
     }
     Ok(lines)
@@ -134,13 +133,15 @@ pub(crate) fn settled_since(repo: &Repo, since: &str) -> bool {
     settled_between(repo, Some(since)).is_ok_and(|s| !s.is_empty())
 }
 
-/// Rewrites the markers of comment `id`, settled by `s`; replies with why when it was refused.
+/// Rewrites the markers `marks` of comment `id`, settled by `s`; replies with why when it was
+/// refused — first, once (`own`: dagexec's comments, its earlier reply among them): a job
+/// stopped after the reply leaves the marker queued, and the next writer finds the reply.
 async fn settle_markers(
     client: &Client,
     pr: u64,
-    id: u64,
-    marks: &[&Marker],
+    (id, marks): (u64, &[&Marker]),
     s: &SettledCommand,
+    own: &[IssueComment],
 ) -> Result<String, ActionError> {
     let short = &s.sha[..s.sha.len().min(12)];
     let status = if s.applied {
@@ -151,9 +152,10 @@ async fn settle_markers(
             s.why.lines().next().unwrap_or("it could not be applied")
         )
     };
-    if rewrite(client, id, marks, &status).await && !s.applied && !s.why.is_empty() {
-        client.comment(pr, &s.why).await?;
+    if !s.applied && !s.why.is_empty() {
+        comment::reply(client, pr, id, &s.why, own).await?;
     }
+    rewrite(client, id, marks, &status).await;
     Ok(format!("{status} (comment {id})"))
 }
 
@@ -216,7 +218,7 @@ pub(crate) async fn catch_up(
     let Queue {
         client, pr, repo, ..
     } = q;
-    let markers = markers(client, pr, q.inputs.me()).await?;
+    let (markers, own) = markers(client, pr, q.inputs.me()).await?;
     let mut out = CaughtUp::default();
     let queued = queued(&markers);
     if queued.is_empty() {
@@ -248,7 +250,7 @@ pub(crate) async fn catch_up(
         if let Some(s) = history.get(&id) {
             out.note(id, s.applied);
             out.lines
-                .push(settle_markers(client, pr, id, &marks, s).await?);
+                .push(settle_markers(client, pr, (id, &marks), s, &own).await?);
             continue;
         }
         if earlier {
@@ -289,7 +291,11 @@ impl CaughtUp {
 
 /// `command`, which comment `id` holds now, if it is what its queued `markers` (and `given`,
 /// the steer job's own) say the comment job authorised (or they say nothing, as an earlier
-/// dagexec's did); else why it is not applied.
+/// dagexec's did); else why it is not applied. What a marker authorised is a hash anyone can
+/// compute, no signature: a workflow that comments as GitHub Actions' bot can write either
+/// form, so refusing the older one would keep no such marker out. What stands against a
+/// forged marker is [`still_a_command`]: a person with write access now wrote this command on
+/// this pull request.
 fn as_queued(
     markers: &[Marker],
     id: u64,
