@@ -14,11 +14,13 @@
 //!   a task named waits for all its units. A subtask's `dependencies` name its siblings
 //!   (`1`, or `"3.1"` in full) or, when no sibling has that ID, other tasks. A subtask that
 //!   waits for no sibling waits for what its task waits for.
-//! - **Status**: `done` (and `completed`) is completed and never run again; `pending`,
-//!   `in-progress` (any other word) runs. `cancelled` is not run and settles its dependents'
-//!   wait for it (a cancelled task will never be done). `review` (worked, waiting for a
-//!   person), `deferred` and `blocked` (the team's "not now") are not run in this run, and
-//!   neither is anything that waits for them, directly or not (each is named in a warning):
+//! - **Status**, compared exactly as Taskmaster does (`read::State::of`): `done` (a
+//!   subtask's `completed` too) is completed and never run again; `pending`, `in-progress`
+//!   (none; a subtask's in any case, as `next` reads them) runs; any other word is held as
+//!   `deferred` is, named with the word it may mean. `cancelled` is not run and settles its
+//!   dependents' wait for it (a cancelled task will never be done). `review` (worked,
+//!   waiting for a person), `deferred` and `blocked` (the team's "not now") are not run in
+//!   this run, nor is anything that waits for them, directly or not (each named in a warning):
 //!   `task-master next` offers none of them, and counts a dependency as met only when `done`.
 //!   A parent's status other than open holds for all its subtasks. An open task with a
 //!   cancelled subtask stays open (`set-status` makes it done only when every subtask is),
@@ -164,7 +166,7 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, Hold)>) {
             State::Cancelled => {
                 out.insert(i);
             }
-            State::Held => {
+            State::Held | State::Unknown => {
                 out.insert(i);
                 stack.push((i, Hold::Unit(i)));
             }
@@ -202,6 +204,11 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, Hold)>) {
 /// The warning for unit `w` not run because of `root`.
 fn held_back(rel: &str, items: &[Item], w: usize, root: Hold) -> String {
     let why = match root {
+        Hold::Unit(r) if items[r].state == State::Unknown => format!(
+            "task {}, whose status {:?} Taskmaster does not know",
+            items[r].id,
+            items[r].word()
+        ),
         Hold::Unit(r) => format!("{} task {}", items[r].word(), items[r].id),
         Hold::Open(r) => {
             let (task, sub) = items[r].waits_open.clone().unwrap_or_default();
@@ -268,6 +275,7 @@ fn build(rel: &str, r: &read::Read) -> Built {
     let mut warnings: Vec<String> = held_by
         .iter()
         .map(|&(w, root)| held_back(rel, &r.items, w, root))
+        .chain(r.unknown.iter().cloned())
         .collect();
     warnings.sort();
     let mut index: Vec<Option<usize>> = vec![None; r.items.len()];

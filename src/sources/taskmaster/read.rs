@@ -10,9 +10,9 @@ use crate::sources::Problem;
 /// What a unit's status means for the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
-    /// `pending`, `in-progress` or any other word: to run.
+    /// `pending`, `in-progress` (or none): to run.
     Open,
-    /// `done` (`completed`): not run again.
+    /// `done` (a subtask's `completed` too): not run again.
     Done,
     /// `cancelled`: not run; what waits for it does not wait.
     Cancelled,
@@ -20,17 +20,49 @@ pub(crate) enum State {
     /// `task-master next` offers none of them, nor what waits for them (a dependency counts
     /// as met only when `done`), so they are not run in this run, nor is what waits for them.
     Held,
+    /// A word Taskmaster does not know (`Done`, `completed`, `todo`): held as [`State::Held`]
+    /// is, and named with the word it may mean ([`meant`]).
+    Unknown,
 }
 
+/// Taskmaster's status words, as `task-master set-status` takes them.
+const KNOWN: [&str; 7] = [
+    "pending",
+    "in-progress",
+    "done",
+    "deferred",
+    "cancelled",
+    "blocked",
+    "review",
+];
+
 impl State {
-    /// What the status word `status` means (any case, spaces around it ignored).
-    pub(crate) fn of(status: &str) -> State {
-        match status.trim().to_ascii_lowercase().as_str() {
-            "done" | "completed" => State::Done,
-            "cancelled" | "canceled" => State::Cancelled,
+    /// What the status word `word` ("" for none) means, compared as Taskmaster compares it:
+    /// exactly, but for a `subtask`'s own `pending` and `in-progress`, which `task-master
+    /// next` offers in any case, and its `completed`, which `set-status` counts as `done`
+    /// when it settles the parent. A task's word it does not know makes `task-master list`
+    /// and `next` refuse the file ("Invalid task status"); a subtask's is never offered by
+    /// `next`, nor met (only `done` is): both are [`State::Unknown`].
+    pub(crate) fn of(word: &str, subtask: bool) -> State {
+        match word {
+            "" | "pending" | "in-progress" => State::Open,
+            "done" => State::Done,
+            "completed" if subtask => State::Done,
+            "cancelled" => State::Cancelled,
             "deferred" | "blocked" | "review" => State::Held,
-            _ => State::Open,
+            w if subtask && State::of(&w.to_ascii_lowercase(), false) == State::Open => State::Open,
+            _ => State::Unknown,
         }
+    }
+}
+
+/// The Taskmaster word an unknown status word `word` may mean: its own in another case,
+/// `done` for `completed`, `cancelled` for `canceled`, else `pending`.
+fn meant(word: &str) -> &'static str {
+    match word.trim().to_ascii_lowercase().as_str() {
+        "completed" => "done",
+        "canceled" => "cancelled",
+        w => KNOWN.into_iter().find(|k| *k == w).unwrap_or("pending"),
     }
 }
 
@@ -62,7 +94,7 @@ pub(crate) struct Item {
 }
 
 impl Item {
-    /// Its status word as written, lower case (its [`Item::mark`] without the time).
+    /// Its status word as written (its [`Item::mark`] without the time).
     pub(crate) fn word(&self) -> &str {
         self.mark.split_once('@').map_or(&self.mark, |(w, _)| w)
     }
@@ -78,8 +110,8 @@ impl Item {
         state: State,
         parent: Option<(String, String, String)>,
     ) -> Item {
-        let whose = if state == State::Open { v } else { task };
-        let word = text(whose, "status");
+        let own = state == State::Open;
+        let word = text(if own { v } else { task }, "status");
         Item {
             id,
             path,
@@ -88,7 +120,7 @@ impl Item {
             details: text(v, "details"),
             test_strategy: text(v, "testStrategy"),
             priority: text(task, "priority"),
-            state: State::of(&word),
+            state: State::of(&word, own && parent.is_some()),
             mark: mark(&word, v),
             parent,
             deps: BTreeSet::new(),
@@ -103,6 +135,8 @@ pub(crate) struct Read {
     /// The tag read (`None`: the plain form `{"tasks": [...]}`).
     pub tag: Option<String>,
     pub items: Vec<Item>,
+    /// A warning for each status word Taskmaster does not know, at its JSON path.
+    pub unknown: Vec<String>,
 }
 
 /// An ID as written: `1`, `"1"`, `1.2`, `"1.2"` → `1`, `1.2`.
@@ -114,20 +148,24 @@ pub(crate) fn id_of(v: &Value) -> Option<String> {
     }
 }
 
-/// A unit's mark: its status word and the `updatedAt` of its own object.
+/// A unit's mark: its status word as written and the `updatedAt` of its own object.
 fn mark(word: &str, v: &Value) -> String {
-    let word = word.trim().to_ascii_lowercase();
     match v.get("updatedAt").and_then(Value::as_str) {
         Some(at) => format!("{word}@{at}"),
-        None => word,
+        None => word.to_string(),
     }
 }
 
 fn text(v: &Value, key: &str) -> String {
-    match v.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string(),
+    v.get(key).map_or(String::new(), words)
+}
+
+/// A value as text: a string's own, none for `null`, else its JSON.
+pub(crate) fn words(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 
@@ -191,6 +229,7 @@ pub(crate) fn read(rel: &str, doc: &Value, preferred: Option<&str>) -> Result<Re
         out: Read {
             tag,
             items: Vec::new(),
+            unknown: Vec::new(),
         },
         errors: Vec::new(),
         by_id: BTreeMap::new(),
@@ -249,7 +288,10 @@ impl Walk<'_> {
                 );
                 continue;
             }
-            let state = State::of(&text(t, "status"));
+            let state = State::of(&text(t, "status"), false);
+            if state == State::Unknown {
+                self.unknown(&path, &id, &text(t, "status"));
+            }
             let subtasks = t.get("subtasks").and_then(Value::as_array);
             let mut units = Vec::new();
             match subtasks.filter(|s| !s.is_empty()) {
@@ -283,12 +325,24 @@ impl Walk<'_> {
                         if state == State::Open && item.state == State::Cancelled {
                             self.stays_open.entry(id.clone()).or_insert(item.id.clone());
                         }
+                        if state == State::Open && item.state == State::Unknown {
+                            self.unknown(&item.path, &item.id, &text(s, "status"));
+                        }
                         units.push(self.push(item));
                     }
                 }
             }
             self.units_of.insert(id, units);
         }
+    }
+
+    /// Task `id` at `path` has the status `word`, which Taskmaster does not know.
+    fn unknown(&mut self, path: &str, id: &str, word: &str) {
+        self.out.unknown.push(format!(
+            "{}: {path}: task {id} has the status {word:?}, which Taskmaster does not know (it compares status words exactly: `task-master next` offers neither it nor what waits for it), so neither is run: `task-master set-status --id={id} --status={}` sets the word you meant",
+            self.rel,
+            meant(word)
+        ));
     }
 
     fn push(&mut self, item: Item) -> usize {
