@@ -335,3 +335,55 @@ fn dagexec_compares_status_words_as_taskmaster_does() {
         );
     }
 }
+
+/// Task 2 is `in-progress` and depends on 1, still pending; its subtask 2.1 waits for nothing
+/// of its own.
+const STARTED: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "Setup", "description": "setup", "status": "pending", "priority": "low", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []},
+      {"id": 2, "title": "Models", "description": "models", "status": "in-progress", "priority": "low", "details": "", "testStrategy": "", "dependencies": [1], "subtasks": [
+        {"id": 1, "title": "User", "description": "user", "status": "pending", "details": "", "dependencies": []},
+        {"id": 2, "title": "Post", "description": "post", "status": "pending", "details": "", "dependencies": [1]}
+      ]}
+    ],
+    "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
+  }
+}
+"#;
+
+/// Where Taskmaster disagrees with itself, dagexec takes its dependencies' meaning ("must be
+/// completed before this task"): `next` offers a subtask of an `in-progress` task checking
+/// only the subtask's own dependencies, `list --ready` does not list that task while its
+/// dependencies are open, and dagexec runs its subtasks after them (docs/src/taskmaster.md).
+#[test]
+fn a_started_tasks_subtasks_wait_for_its_dependencies_as_list_ready_has_it() {
+    let Some(bin) = task_master() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), STARTED).unwrap();
+    commit_new(dir.path());
+    let next = first_json(&tm(&bin, dir.path(), &["next", "--format", "json"]));
+    assert_eq!(next["task"]["id"], "2.1", "{next}");
+    let ready = first_json(&tm(
+        &bin,
+        dir.path(),
+        &["list", "--ready", "--format", "json"],
+    ));
+    let ready: Vec<&Value> = ready["tasks"].as_array().unwrap().iter().collect();
+    assert_eq!(
+        ready
+            .iter()
+            .map(|t| t["id"].to_string())
+            .collect::<Vec<_>>(),
+        ["\"1\""],
+        "{ready:?}"
+    );
+    let out =
+        crate::common::succeed(crate::common::dagexec(dir.path()).args(["--plan", TM, "validate"]));
+    let said = crate::common::text(&out);
+    assert!(
+        said.contains("depth 1: 1\n") && said.contains("depth 2: 2.1\n"),
+        "{said}"
+    );
+}

@@ -13,7 +13,9 @@
 //! - **Dependencies**: a task's `dependencies` name tasks (`3`, `"3"`) or subtasks (`"3.2"`);
 //!   a task named waits for all its units. A subtask's `dependencies` name its siblings
 //!   (`1`, or `"3.1"` in full) or, when no sibling has that ID, other tasks. A subtask that
-//!   waits for no sibling waits for what its task waits for.
+//!   waits for no sibling waits for what its task waits for, `in-progress` or not (as
+//!   `task-master list --ready` has it; `next` offers a started task's subtasks on their own
+//!   dependencies: docs/src/taskmaster.md says why dagexec does not).
 //! - **Status**, compared exactly as Taskmaster does (`read::State::of`): `done` (a
 //!   subtask's `completed` too) is completed and never run again; `pending`, `in-progress`
 //!   (none; a subtask's in any case, as `next` reads them) runs; any other word is held as
