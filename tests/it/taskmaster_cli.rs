@@ -387,3 +387,49 @@ fn a_started_tasks_subtasks_wait_for_its_dependencies_as_list_ready_has_it() {
         "{said}"
     );
 }
+
+/// 1 is cancelled and 2 waits for it; 3.1 is cancelled and 3.2 waits for it.
+const CANCELLED: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "Old idea", "description": "old", "status": "cancelled", "priority": "high", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []},
+      {"id": 2, "title": "After it", "description": "after", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [1], "subtasks": []},
+      {"id": 3, "title": "Models", "description": "models", "status": "in-progress", "priority": "low", "details": "", "testStrategy": "", "dependencies": [], "subtasks": [
+        {"id": 1, "title": "Video", "description": "video", "status": "cancelled", "details": "", "dependencies": []},
+        {"id": 2, "title": "Guide", "description": "guide", "status": "pending", "details": "", "dependencies": [1]}
+      ]}
+    ],
+    "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
+  }
+}
+"#;
+
+/// A cancelled dependency: `next` never counts it met (neither 2 nor 3.2 is offered: it falls
+/// back to task 3 as a whole), `list --ready` does (2 is ready), and so does dagexec, which
+/// runs 2 and 3.2 at once (docs/src/taskmaster.md).
+#[test]
+fn a_cancelled_dependency_is_met_as_list_ready_has_it() {
+    let Some(bin) = task_master() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), CANCELLED).unwrap();
+    commit_new(dir.path());
+    let next = first_json(&tm(&bin, dir.path(), &["next", "--format", "json"]));
+    assert_eq!(next["task"]["id"], "3", "{next}");
+    let ready = first_json(&tm(
+        &bin,
+        dir.path(),
+        &["list", "--ready", "--format", "json"],
+    ));
+    let ready: Vec<String> = ready["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].to_string())
+        .collect();
+    assert!(ready.contains(&"\"2\"".to_string()), "{ready:?}");
+    let out =
+        crate::common::succeed(crate::common::dagexec(dir.path()).args(["--plan", TM, "validate"]));
+    let said = crate::common::text(&out);
+    assert!(said.contains("depth 1: 2, 3.2\n"), "{said}");
+}
