@@ -433,3 +433,35 @@ fn a_cancelled_dependency_is_met_as_list_ready_has_it() {
     let said = crate::common::text(&out);
     assert!(said.contains("depth 1: 2, 3.2\n"), "{said}");
 }
+
+/// Task 1 was done and the team reopened it (`task-master set-status --id=1 --status=pending`
+/// leaves its subtasks done); 2 waits for it, 3 for nothing.
+const REOPENED: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "Models", "description": "models", "status": "pending", "priority": "low", "details": "", "testStrategy": "", "dependencies": [], "subtasks": [
+        {"id": 1, "title": "User", "description": "user", "status": "done", "details": "", "dependencies": []},
+        {"id": 2, "title": "Post", "description": "post", "status": "done", "details": "", "dependencies": []}
+      ]},
+      {"id": 2, "title": "API", "description": "api", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [1], "subtasks": []},
+      {"id": 3, "title": "CI", "description": "ci", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []}
+    ],
+    "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
+  }
+}
+"#;
+
+/// A task the team reopened keeps its status: `next` offers it whole and never what waits for
+/// it, and `set-status` never settles it by itself; dagexec runs what `next` offers and writes
+/// no `done` over the team's `pending`.
+#[test]
+fn a_task_the_team_reopens_stays_open_with_its_subtasks_done() {
+    let Some(bin) = task_master() else { return };
+    let log = runs_what_next_offers(&bin, REOPENED);
+    assert!(
+        log.contains(
+            "task 2 waits for task 1, which stays open though every subtask of it is done"
+        ),
+        "{log}"
+    );
+}

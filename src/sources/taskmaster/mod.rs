@@ -9,7 +9,8 @@
 //!   the earlier run's starts afresh: that run's state is not carried over to it.
 //! - **Unit of work**: a subtask, when its task has subtasks (ID `3.2`); the task otherwise
 //!   (ID `3`). A task with subtasks is done when they all are `done`: dagexec sets its status
-//!   too, as `task-master set-status` does (one in `review` or `cancelled` keeps it open).
+//!   too when it marks the last of them, as `task-master set-status` does (one in `review` or
+//!   `cancelled` keeps it open).
 //! - **Dependencies**: a task's `dependencies` name tasks (`3`, `"3"`) or subtasks (`"3.2"`);
 //!   a task named waits for all its units. A subtask's `dependencies` name its siblings
 //!   (`1`, or `"3.1"` in full) or, when no sibling has that ID, other tasks. A subtask that
@@ -26,7 +27,9 @@
 //!   `task-master next` offers none of them, and counts a dependency as met only when `done`.
 //!   A parent's status other than open holds for all its subtasks. An open task with a
 //!   cancelled subtask stays open (`set-status` makes it done only when every subtask is),
-//!   so what depends on that task is not run either, as `next` never offers it.
+//!   and so does one the team left open with every subtask done (`set-status` settles a
+//!   task only when it sets a subtask): what depends on it is not run either, as `next`
+//!   never offers it.
 //! - **Order through finished tasks**: a finished unit (done, cancelled) orders nothing by
 //!   itself, but the path through it still does: an open unit waits for every open unit it
 //!   reaches through `dependencies`, whatever lies between (a done subtask, an `in-progress`
@@ -39,7 +42,7 @@
 //! - **Errors** name the JSON path and the task: an ID used twice, an unknown or self
 //!   dependency, a cycle (as a path of IDs), a file that is not Taskmaster's shape.
 //! - **Write-back**: each round commit sets `"status": "done"` on the units completed so far
-//!   (and on a task whose subtasks are all done) in the committed tasks.json of the round's
+//!   (and on a task whose last subtask it marks) in the committed tasks.json of the round's
 //!   index; only those bytes change, so key order, unknown fields and formatting are kept.
 //!   A status the team set that is not open (`review`, `cancelled`, `deferred`, `blocked`) stays.
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
@@ -213,9 +216,9 @@ fn held_back(rel: &str, items: &[Item], w: usize, root: Hold) -> String {
         ),
         Hold::Unit(r) => format!("{} task {}", items[r].word(), items[r].id),
         Hold::Open(r) => {
-            let (task, sub) = items[r].waits_open.clone().unwrap_or_default();
+            let (task, why) = items[r].waits_open.clone().unwrap_or_default();
             format!(
-                "task {task}, which stays open while its subtask {sub} is cancelled (Taskmaster counts a dependency met only when done: `task-master set-status --id={task} --status=done` lets it run)"
+                "task {task}, which stays open {why} (Taskmaster counts a dependency met only when done: `task-master set-status --id={task} --status=done` lets it run)"
             )
         }
     };

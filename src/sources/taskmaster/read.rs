@@ -86,9 +86,10 @@ pub(crate) struct Item {
     pub parent: Option<(String, String, String)>,
     /// The units it waits for (indices into [`Read::items`]).
     pub deps: BTreeSet<usize>,
-    /// A task with subtasks it waits for that stays open, as `(task, cancelled subtask)`:
-    /// `task-master set-status` leaves a task `in-progress` while a subtask of it is
-    /// cancelled, and counts a dependency met only when `done`, so this unit never starts
+    /// A task with subtasks it waits for that stays open, as `(task, why)`: `task-master
+    /// set-status` settles a task `done` only when it sets the last of its subtasks done
+    /// (one cancelled keeps it `in-progress`; one the team left open with every subtask done
+    /// stays so), and counts a dependency met only when `done`, so this unit never starts
     /// there until the team sets that task done.
     pub waits_open: Option<(String, String)>,
 }
@@ -260,7 +261,7 @@ struct Walk<'a> {
     by_id: BTreeMap<String, usize>,
     /// Task ID → its units (its subtasks, or itself).
     units_of: BTreeMap<String, Vec<usize>>,
-    /// Open task ID → a cancelled subtask of it: the task stays open ([`Item::waits_open`]).
+    /// Open task ID → why it stays open ([`Item::waits_open`]).
     stays_open: BTreeMap<String, String>,
 }
 
@@ -293,47 +294,61 @@ impl Walk<'_> {
                 self.unknown(&path, &id, &text(t, "status"));
             }
             let subtasks = t.get("subtasks").and_then(Value::as_array);
-            let mut units = Vec::new();
-            match subtasks.filter(|s| !s.is_empty()) {
-                None => {
-                    let item = Item::of(t, t, id.clone(), path.clone(), state, None);
-                    units.push(self.push(item));
-                }
-                Some(subs) => {
-                    let parent = (id.clone(), text(t, "title"), text(t, "description"));
-                    for (j, s) in subs.iter().enumerate() {
-                        let spath = format!("{path}.subtasks[{j}]");
-                        let Some(local) = s.get("id").and_then(id_of) else {
-                            self.error(
-                                &spath,
-                                &format!("a subtask of task {id} without an `id`"),
-                                "give every subtask an id",
-                            );
-                            continue;
-                        };
-                        let full = format!("{id}.{local}");
-                        if self.by_id.contains_key(&full) {
-                            self.error(
-                                &spath,
-                                &format!("subtask ID {full} is used twice"),
-                                "give one of them the next free id",
-                            );
-                            continue;
-                        }
-                        // A parent done, cancelled or held settles its subtasks.
-                        let item = Item::of(s, t, full, spath, state, Some(parent.clone()));
-                        if state == State::Open && item.state == State::Cancelled {
-                            self.stays_open.entry(id.clone()).or_insert(item.id.clone());
-                        }
-                        if state == State::Open && item.state == State::Unknown {
-                            self.unknown(&item.path, &item.id, &text(s, "status"));
-                        }
-                        units.push(self.push(item));
-                    }
-                }
-            }
+            let units = match subtasks.filter(|s| !s.is_empty()) {
+                None => vec![self.push(Item::of(t, t, id.clone(), path.clone(), state, None))],
+                Some(subs) => self.subtasks(t, &id, &path, state, subs),
+            };
             self.units_of.insert(id, units);
         }
+    }
+
+    /// The units of task `t` (`id` at `path`, whose state is `state`): its subtasks `subs`.
+    fn subtasks(
+        &mut self,
+        t: &Value,
+        id: &str,
+        path: &str,
+        state: State,
+        subs: &[Value],
+    ) -> Vec<usize> {
+        let mut units = Vec::new();
+        let parent = (id.to_string(), text(t, "title"), text(t, "description"));
+        for (j, s) in subs.iter().enumerate() {
+            let spath = format!("{path}.subtasks[{j}]");
+            let Some(local) = s.get("id").and_then(id_of) else {
+                self.error(
+                    &spath,
+                    &format!("a subtask of task {id} without an `id`"),
+                    "give every subtask an id",
+                );
+                continue;
+            };
+            let full = format!("{id}.{local}");
+            if self.by_id.contains_key(&full) {
+                self.error(
+                    &spath,
+                    &format!("subtask ID {full} is used twice"),
+                    "give one of them the next free id",
+                );
+                continue;
+            }
+            // A parent done, cancelled or held settles its subtasks.
+            let item = Item::of(s, t, full, spath, state, Some(parent.clone()));
+            if state == State::Open && item.state == State::Cancelled {
+                let why = format!("while its subtask {} is cancelled", item.id);
+                self.stays_open.entry(id.to_string()).or_insert(why);
+            }
+            if state == State::Open && item.state == State::Unknown {
+                self.unknown(&item.path, &item.id, &text(s, "status"));
+            }
+            units.push(self.push(item));
+        }
+        let done = |&u: &usize| self.out.items[u].state == State::Done;
+        if state == State::Open && !units.is_empty() && units.iter().all(done) {
+            let why = "though every subtask of it is done".to_string();
+            self.stays_open.insert(id.to_string(), why);
+        }
+        units
     }
 
     /// Task `id` at `path` has the status `word`, which Taskmaster does not know.

@@ -54,8 +54,10 @@ fn members(raw: &RawValue) -> Option<Members<'_>> {
 }
 
 /// `text` with every open unit in `done` set to `"done"`, and an open task whose subtasks are
-/// all done too (as `task-master set-status` settles a parent: each `done` or `completed`,
-/// compared exactly, [`State::of`]); the tag is `tag` (`None`: the plain form).
+/// all done once one of them is set so (as `task-master set-status` settles a parent when it
+/// sets a subtask: each `done` or `completed`, compared exactly, [`State::of`]; a task the
+/// team left open with every subtask done stays so); the tag is `tag` (`None`: the plain
+/// form).
 pub(crate) fn write_done(
     text: &str,
     done: &BTreeSet<String>,
@@ -89,7 +91,7 @@ pub(crate) fn write_done(
             }
             continue;
         }
-        let mut all = true;
+        let (mut all, mut marked) = (true, false);
         for raw_sub in subs {
             let s = members(raw_sub).unwrap_or_default();
             let Some(local) = id_at(&s) else {
@@ -97,12 +99,14 @@ pub(crate) fn write_done(
                 continue;
             };
             if done.contains(&format!("{id}.{local}")) {
-                edits.extend(set_done(text, raw_sub, &s, true));
+                let edit = set_done(text, raw_sub, &s, true);
+                marked |= edit.is_some();
+                edits.extend(edit);
             } else if State::of(&word(&s), true) != State::Done {
                 all = false;
             }
         }
-        if all {
+        if all && marked {
             edits.extend(set_done(text, raw, &t, false));
         }
     }
