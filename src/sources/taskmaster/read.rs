@@ -25,17 +25,6 @@ pub(crate) enum State {
     Unknown,
 }
 
-/// Taskmaster's status words, as `task-master set-status` takes them.
-const KNOWN: [&str; 7] = [
-    "pending",
-    "in-progress",
-    "done",
-    "deferred",
-    "cancelled",
-    "blocked",
-    "review",
-];
-
 impl State {
     /// What the status word `word` ("" for none) means, compared as Taskmaster compares it:
     /// exactly, but for a `subtask`'s own `pending` and `in-progress`, which `task-master
@@ -58,11 +47,13 @@ impl State {
 
 /// The Taskmaster word an unknown status word `word` may mean: its own in another case,
 /// `done` for `completed`, `cancelled` for `canceled`, else `pending`.
-fn meant(word: &str) -> &'static str {
-    match word.trim().to_ascii_lowercase().as_str() {
-        "completed" => "done",
-        "canceled" => "cancelled",
-        w => KNOWN.into_iter().find(|k| *k == w).unwrap_or("pending"),
+fn meant(word: &str) -> String {
+    let w = word.trim().to_ascii_lowercase();
+    match w.as_str() {
+        "completed" => "done".into(),
+        "canceled" => "cancelled".into(),
+        _ if w.is_empty() || State::of(&w, false) == State::Unknown => "pending".into(),
+        _ => w,
     }
 }
 
