@@ -248,15 +248,14 @@ fn kiro_text(groups: &[KiroGroup], all_open: bool) -> String {
 type TmTask = (u8, Vec<usize>, Vec<(u8, Vec<usize>)>);
 
 /// A nested Taskmaster tasks.json: tasks, each a leaf or holding subtasks, with dependencies
-/// on earlier tasks and on earlier siblings, each status one of pending, done, in-progress,
-/// completed (`review` holds back what waits for it, as `deferred` does: not an order through
-/// a finished unit).
+/// on earlier tasks and on earlier siblings, each status one of pending, done (half the
+/// time), in-progress (`review` holds back what waits for it, as `deferred` does: not an
+/// order through a finished unit; `completed` is not Taskmaster's word, held too).
 fn taskmaster_text(tasks: &[TmTask], all_open: bool) -> String {
     let status = |m: u8| match (all_open, m % 4) {
         (true, _) | (false, 0) => "pending",
-        (false, 1) => "done",
         (false, 2) => "in-progress",
-        _ => "completed",
+        _ => "done",
     };
     let mut out = Vec::new();
     for (i, (m, deps, subs)) in tasks.iter().enumerate() {

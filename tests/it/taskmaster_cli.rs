@@ -226,14 +226,22 @@ fn taskmaster_would_run(bin: &Path, dir: &Path) -> Vec<String> {
 #[test]
 fn dagexec_runs_what_taskmaster_next_offers_past_review_and_cancelled_tasks() {
     let Some(bin) = task_master() else { return };
+    let log = runs_what_next_offers(&bin, REVIEW);
+    assert!(log.contains("waits for review task 1"), "{log}");
+}
+
+/// dagexec runs `tasks` (in one repository) as `next` offers them (in another, each set done
+/// as offered): the same units run, and every status is left as `set-status` leaves it.
+/// Returns dagexec's log.
+fn runs_what_next_offers(bin: &Path, tasks: &str) -> String {
     let ours = tempfile::tempdir().unwrap();
     let theirs = tempfile::tempdir().unwrap();
     for dir in [ours.path(), theirs.path()] {
         std::fs::create_dir_all(dir.join(".taskmaster/tasks")).unwrap();
-        std::fs::write(dir.join(TM), REVIEW).unwrap();
+        std::fs::write(dir.join(TM), tasks).unwrap();
     }
     commit_new(ours.path());
-    let mut want = taskmaster_would_run(&bin, theirs.path());
+    let mut want = taskmaster_would_run(bin, theirs.path());
     let ran = local(ours.path())
         .global(&["--plan", TM])
         .script(WORKER)
@@ -252,10 +260,208 @@ fn dagexec_runs_what_taskmaster_next_offers_past_review_and_cancelled_tasks() {
     want.sort();
     got.sort();
     assert_eq!(got, want, "{log}");
-    assert!(log.contains("waits for review task 1"), "{log}");
     assert_eq!(
-        statuses(&bin, ours.path()),
-        statuses(&bin, theirs.path()),
+        statuses(bin, ours.path()),
+        statuses(bin, theirs.path()),
+        "{log}"
+    );
+    log
+}
+
+/// Status words as a team writes them by hand. Taskmaster compares them exactly: a subtask's
+/// `Pending` is offered (`next` reads a subtask's open words in any case), its `Done` and
+/// `todo` never are, nor what waits for them (a dependency is met only when `done`), and
+/// `set-status` settles a parent done only when each subtask is `done` or `completed` — so
+/// task 1 stays open and 4 waits for ever, while 2 is done once 2.2 is and 3 follows.
+/// Parents are `low`, leaves `high` or `medium` (see [`REVIEW`]).
+const WORDS: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "UI", "description": "ui", "status": "in-progress", "priority": "low", "details": "", "testStrategy": "", "dependencies": [], "subtasks": [
+        {"id": 1, "title": "Layout", "description": "layout", "status": "Done", "details": "", "dependencies": []},
+        {"id": 2, "title": "Theme", "description": "theme", "status": "pending", "details": "", "dependencies": [1]},
+        {"id": 3, "title": "Icons", "description": "icons", "status": "Pending", "details": "", "dependencies": []},
+        {"id": 4, "title": "Fonts", "description": "fonts", "status": "todo", "details": "", "dependencies": []}
+      ]},
+      {"id": 2, "title": "Models", "description": "models", "status": "in-progress", "priority": "low", "details": "", "testStrategy": "", "dependencies": [], "subtasks": [
+        {"id": 1, "title": "User", "description": "user", "status": "completed", "details": "", "dependencies": []},
+        {"id": 2, "title": "Post", "description": "post", "status": "pending", "details": "", "dependencies": []}
+      ]},
+      {"id": 3, "title": "API", "description": "api", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [2], "subtasks": []},
+      {"id": 4, "title": "Docs", "description": "docs", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [1], "subtasks": []},
+      {"id": 5, "title": "CI", "description": "ci", "status": "pending", "priority": "medium", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []}
+    ],
+    "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
+  }
+}
+"#;
+
+/// A status word Taskmaster does not know is not run, nor what waits for it, as `next` never
+/// offers them; one it reads in any case runs; a task's word it does not know makes `list`
+/// and `next` refuse the file, and dagexec names the command that sets the word meant.
+#[test]
+fn dagexec_compares_status_words_as_taskmaster_does() {
+    let Some(bin) = task_master() else { return };
+    let log = runs_what_next_offers(&bin, WORDS);
+    assert!(
+        log.contains("task 1.1 has the status \"Done\", which Taskmaster does not know"),
+        "{log}"
+    );
+    assert!(
+        log.contains("`task-master set-status --id=1.1 --status=done`"),
+        "{log}"
+    );
+    // A task's `Done` (not a subtask's): Taskmaster reads no task of the file.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    let done = WORDS.replace(
+        r#""status": "pending", "priority": "medium""#,
+        r#""status": "Done", "priority": "medium""#,
+    );
+    std::fs::write(dir.path().join(TM), done).unwrap();
+    for args in [&["next"][..], &["list"]] {
+        let o = Command::new(&bin)
+            .args(args)
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let said =
+            String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
+        assert!(!o.status.success(), "{args:?}: {said}");
+        assert!(
+            said.contains("Invalid task status: Done"),
+            "{args:?}: {said}"
+        );
+    }
+}
+
+/// Task 2 is `in-progress` and depends on 1, still pending; its subtask 2.1 waits for nothing
+/// of its own.
+const STARTED: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "Setup", "description": "setup", "status": "pending", "priority": "low", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []},
+      {"id": 2, "title": "Models", "description": "models", "status": "in-progress", "priority": "low", "details": "", "testStrategy": "", "dependencies": [1], "subtasks": [
+        {"id": 1, "title": "User", "description": "user", "status": "pending", "details": "", "dependencies": []},
+        {"id": 2, "title": "Post", "description": "post", "status": "pending", "details": "", "dependencies": [1]}
+      ]}
+    ],
+    "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
+  }
+}
+"#;
+
+/// Where Taskmaster disagrees with itself, dagexec takes its dependencies' meaning ("must be
+/// completed before this task"): `next` offers a subtask of an `in-progress` task checking
+/// only the subtask's own dependencies, `list --ready` does not list that task while its
+/// dependencies are open, and dagexec runs its subtasks after them (docs/src/taskmaster.md).
+#[test]
+fn a_started_tasks_subtasks_wait_for_its_dependencies_as_list_ready_has_it() {
+    let Some(bin) = task_master() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), STARTED).unwrap();
+    commit_new(dir.path());
+    let next = first_json(&tm(&bin, dir.path(), &["next", "--format", "json"]));
+    assert_eq!(next["task"]["id"], "2.1", "{next}");
+    let ready = first_json(&tm(
+        &bin,
+        dir.path(),
+        &["list", "--ready", "--format", "json"],
+    ));
+    let ready: Vec<&Value> = ready["tasks"].as_array().unwrap().iter().collect();
+    assert_eq!(
+        ready
+            .iter()
+            .map(|t| t["id"].to_string())
+            .collect::<Vec<_>>(),
+        ["\"1\""],
+        "{ready:?}"
+    );
+    let out =
+        crate::common::succeed(crate::common::dagexec(dir.path()).args(["--plan", TM, "validate"]));
+    let said = crate::common::text(&out);
+    assert!(
+        said.contains("depth 1: 1\n") && said.contains("depth 2: 2.1\n"),
+        "{said}"
+    );
+}
+
+/// 1 is cancelled and 2 waits for it; 3.1 is cancelled and 3.2 waits for it.
+const CANCELLED: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "Old idea", "description": "old", "status": "cancelled", "priority": "high", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []},
+      {"id": 2, "title": "After it", "description": "after", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [1], "subtasks": []},
+      {"id": 3, "title": "Models", "description": "models", "status": "in-progress", "priority": "low", "details": "", "testStrategy": "", "dependencies": [], "subtasks": [
+        {"id": 1, "title": "Video", "description": "video", "status": "cancelled", "details": "", "dependencies": []},
+        {"id": 2, "title": "Guide", "description": "guide", "status": "pending", "details": "", "dependencies": [1]}
+      ]}
+    ],
+    "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
+  }
+}
+"#;
+
+/// A cancelled dependency: `next` never counts it met (neither 2 nor 3.2 is offered: it falls
+/// back to task 3 as a whole), `list --ready` does (2 is ready), and so does dagexec, which
+/// runs 2 and 3.2 at once (docs/src/taskmaster.md).
+#[test]
+fn a_cancelled_dependency_is_met_as_list_ready_has_it() {
+    let Some(bin) = task_master() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), CANCELLED).unwrap();
+    commit_new(dir.path());
+    let next = first_json(&tm(&bin, dir.path(), &["next", "--format", "json"]));
+    assert_eq!(next["task"]["id"], "3", "{next}");
+    let ready = first_json(&tm(
+        &bin,
+        dir.path(),
+        &["list", "--ready", "--format", "json"],
+    ));
+    let ready: Vec<String> = ready["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].to_string())
+        .collect();
+    assert!(ready.contains(&"\"2\"".to_string()), "{ready:?}");
+    let out =
+        crate::common::succeed(crate::common::dagexec(dir.path()).args(["--plan", TM, "validate"]));
+    let said = crate::common::text(&out);
+    assert!(said.contains("depth 1: 2, 3.2\n"), "{said}");
+}
+
+/// Task 1 was done and the team reopened it (`task-master set-status --id=1 --status=pending`
+/// leaves its subtasks done); 2 waits for it, 3 for nothing.
+const REOPENED: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "Models", "description": "models", "status": "pending", "priority": "low", "details": "", "testStrategy": "", "dependencies": [], "subtasks": [
+        {"id": 1, "title": "User", "description": "user", "status": "done", "details": "", "dependencies": []},
+        {"id": 2, "title": "Post", "description": "post", "status": "done", "details": "", "dependencies": []}
+      ]},
+      {"id": 2, "title": "API", "description": "api", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [1], "subtasks": []},
+      {"id": 3, "title": "CI", "description": "ci", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []}
+    ],
+    "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
+  }
+}
+"#;
+
+/// A task the team reopened keeps its status: `next` offers it whole and never what waits for
+/// it, and `set-status` never settles it by itself; dagexec runs what `next` offers and writes
+/// no `done` over the team's `pending`.
+#[test]
+fn a_task_the_team_reopens_stays_open_with_its_subtasks_done() {
+    let Some(bin) = task_master() else { return };
+    let log = runs_what_next_offers(&bin, REOPENED);
+    assert!(
+        log.contains(
+            "task 2 waits for task 1, which stays open though every subtask of it is done"
+        ),
         "{log}"
     );
 }

@@ -9,20 +9,27 @@
 //!   the earlier run's starts afresh: that run's state is not carried over to it.
 //! - **Unit of work**: a subtask, when its task has subtasks (ID `3.2`); the task otherwise
 //!   (ID `3`). A task with subtasks is done when they all are `done`: dagexec sets its status
-//!   too, as `task-master set-status` does (one in `review` or `cancelled` keeps it open).
+//!   too when it marks the last of them, as `task-master set-status` does (one in `review` or
+//!   `cancelled` keeps it open).
 //! - **Dependencies**: a task's `dependencies` name tasks (`3`, `"3"`) or subtasks (`"3.2"`);
 //!   a task named waits for all its units. A subtask's `dependencies` name its siblings
 //!   (`1`, or `"3.1"` in full) or, when no sibling has that ID, other tasks. A subtask that
-//!   waits for no sibling waits for what its task waits for.
-//! - **Status**: `done` (and `completed`) is completed and never run again; `pending`,
-//!   `in-progress` (any other word) runs. `cancelled` is not run and settles its dependents'
-//!   wait for it (a cancelled task will never be done). `review` (worked, waiting for a
-//!   person), `deferred` and `blocked` (the team's "not now") are not run in this run, and
-//!   neither is anything that waits for them, directly or not (each is named in a warning):
+//!   waits for no sibling waits for what its task waits for, `in-progress` or not (as
+//!   `task-master list --ready` has it; `next` offers a started task's subtasks on their own
+//!   dependencies: docs/src/taskmaster.md says why dagexec does not).
+//! - **Status**, compared exactly as Taskmaster does (`read::State::of`): `done` (a
+//!   subtask's `completed` too) is completed and never run again; `pending`, `in-progress`
+//!   (none; a subtask's in any case, as `next` reads them) runs; any other word is held as
+//!   `deferred` is, named with the word it may mean. `cancelled` is not run and settles its
+//!   dependents' wait for it (a cancelled task will never be done). `review` (worked,
+//!   waiting for a person), `deferred` and `blocked` (the team's "not now") are not run in
+//!   this run, nor is anything that waits for them, directly or not (each named in a warning):
 //!   `task-master next` offers none of them, and counts a dependency as met only when `done`.
 //!   A parent's status other than open holds for all its subtasks. An open task with a
 //!   cancelled subtask stays open (`set-status` makes it done only when every subtask is),
-//!   so what depends on that task is not run either, as `next` never offers it.
+//!   and so does one the team left open with every subtask done (`set-status` settles a
+//!   task only when it sets a subtask): what depends on it is not run either, as `next`
+//!   never offers it.
 //! - **Order through finished tasks**: a finished unit (done, cancelled) orders nothing by
 //!   itself, but the path through it still does: an open unit waits for every open unit it
 //!   reaches through `dependencies`, whatever lies between (a done subtask, an `in-progress`
@@ -35,7 +42,7 @@
 //! - **Errors** name the JSON path and the task: an ID used twice, an unknown or self
 //!   dependency, a cycle (as a path of IDs), a file that is not Taskmaster's shape.
 //! - **Write-back**: each round commit sets `"status": "done"` on the units completed so far
-//!   (and on a task whose subtasks are all done) in the committed tasks.json of the round's
+//!   (and on a task whose last subtask it marks) in the committed tasks.json of the round's
 //!   index; only those bytes change, so key order, unknown fields and formatting are kept.
 //!   A status the team set that is not open (`review`, `cancelled`, `deferred`, `blocked`) stays.
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
@@ -204,7 +211,7 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, Hold)>) {
             State::Cancelled => {
                 out.insert(i);
             }
-            State::Held => {
+            State::Held | State::Unknown => {
                 out.insert(i);
                 stack.push((i, Hold::Unit(i)));
             }
@@ -242,11 +249,16 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, Hold)>) {
 /// The warning for unit `w` not run because of `root`.
 fn held_back(rel: &str, items: &[Item], w: usize, root: Hold) -> String {
     let why = match root {
+        Hold::Unit(r) if items[r].state == State::Unknown => format!(
+            "task {}, whose status {:?} Taskmaster does not know",
+            items[r].id,
+            items[r].word()
+        ),
         Hold::Unit(r) => format!("{} task {}", items[r].word(), items[r].id),
         Hold::Open(r) => {
-            let (task, sub) = items[r].waits_open.clone().unwrap_or_default();
+            let (task, why) = items[r].waits_open.clone().unwrap_or_default();
             format!(
-                "task {task}, which stays open while its subtask {sub} is cancelled (Taskmaster counts a dependency met only when done: `task-master set-status --id={task} --status=done` lets it run)"
+                "task {task}, which stays open {why} (Taskmaster counts a dependency met only when done: `task-master set-status --id={task} --status=done` lets it run)"
             )
         }
     };
@@ -308,6 +320,7 @@ fn build(rel: &str, r: &read::Read) -> Built {
     let mut warnings: Vec<String> = held_by
         .iter()
         .map(|&(w, root)| held_back(rel, &r.items, w, root))
+        .chain(r.unknown.iter().cloned())
         .collect();
     warnings.sort();
     let mut index: Vec<Option<usize>> = vec![None; r.items.len()];

@@ -10,9 +10,9 @@ use crate::sources::Problem;
 /// What a unit's status means for the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
-    /// `pending`, `in-progress` or any other word: to run.
+    /// `pending`, `in-progress` (or none): to run.
     Open,
-    /// `done` (`completed`): not run again.
+    /// `done` (a subtask's `completed` too): not run again.
     Done,
     /// `cancelled`: not run; what waits for it does not wait.
     Cancelled,
@@ -20,17 +20,40 @@ pub(crate) enum State {
     /// `task-master next` offers none of them, nor what waits for them (a dependency counts
     /// as met only when `done`), so they are not run in this run, nor is what waits for them.
     Held,
+    /// A word Taskmaster does not know (`Done`, `completed`, `todo`): held as [`State::Held`]
+    /// is, and named with the word it may mean ([`meant`]).
+    Unknown,
 }
 
 impl State {
-    /// What the status word `status` means (any case, spaces around it ignored).
-    pub(crate) fn of(status: &str) -> State {
-        match status.trim().to_ascii_lowercase().as_str() {
-            "done" | "completed" => State::Done,
-            "cancelled" | "canceled" => State::Cancelled,
+    /// What the status word `word` ("" for none) means, compared as Taskmaster compares it:
+    /// exactly, but for a `subtask`'s own `pending` and `in-progress`, which `task-master
+    /// next` offers in any case, and its `completed`, which `set-status` counts as `done`
+    /// when it settles the parent. A task's word it does not know makes `task-master list`
+    /// and `next` refuse the file ("Invalid task status"); a subtask's is never offered by
+    /// `next`, nor met (only `done` is): both are [`State::Unknown`].
+    pub(crate) fn of(word: &str, subtask: bool) -> State {
+        match word {
+            "" | "pending" | "in-progress" => State::Open,
+            "done" => State::Done,
+            "completed" if subtask => State::Done,
+            "cancelled" => State::Cancelled,
             "deferred" | "blocked" | "review" => State::Held,
-            _ => State::Open,
+            w if subtask && State::of(&w.to_ascii_lowercase(), false) == State::Open => State::Open,
+            _ => State::Unknown,
         }
+    }
+}
+
+/// The Taskmaster word an unknown status word `word` may mean: its own in another case,
+/// `done` for `completed`, `cancelled` for `canceled`, else `pending`.
+fn meant(word: &str) -> String {
+    let w = word.trim().to_ascii_lowercase();
+    match w.as_str() {
+        "completed" => "done".into(),
+        "canceled" => "cancelled".into(),
+        _ if w.is_empty() || State::of(&w, false) == State::Unknown => "pending".into(),
+        _ => w,
     }
 }
 
@@ -54,15 +77,16 @@ pub(crate) struct Item {
     pub parent: Option<(String, String, String)>,
     /// The units it waits for (indices into [`Read::items`]).
     pub deps: BTreeSet<usize>,
-    /// A task with subtasks it waits for that stays open, as `(task, cancelled subtask)`:
-    /// `task-master set-status` leaves a task `in-progress` while a subtask of it is
-    /// cancelled, and counts a dependency met only when `done`, so this unit never starts
+    /// A task with subtasks it waits for that stays open, as `(task, why)`: `task-master
+    /// set-status` settles a task `done` only when it sets the last of its subtasks done
+    /// (one cancelled keeps it `in-progress`; one the team left open with every subtask done
+    /// stays so), and counts a dependency met only when `done`, so this unit never starts
     /// there until the team sets that task done.
     pub waits_open: Option<(String, String)>,
 }
 
 impl Item {
-    /// Its status word as written, lower case (its [`Item::mark`] without the time).
+    /// Its status word as written (its [`Item::mark`] without the time).
     pub(crate) fn word(&self) -> &str {
         self.mark.split_once('@').map_or(&self.mark, |(w, _)| w)
     }
@@ -78,8 +102,8 @@ impl Item {
         state: State,
         parent: Option<(String, String, String)>,
     ) -> Item {
-        let whose = if state == State::Open { v } else { task };
-        let word = text(whose, "status");
+        let own = state == State::Open;
+        let word = text(if own { v } else { task }, "status");
         Item {
             id,
             path,
@@ -88,7 +112,7 @@ impl Item {
             details: text(v, "details"),
             test_strategy: text(v, "testStrategy"),
             priority: text(task, "priority"),
-            state: State::of(&word),
+            state: State::of(&word, own && parent.is_some()),
             mark: mark(&word, v),
             parent,
             deps: BTreeSet::new(),
@@ -103,6 +127,8 @@ pub(crate) struct Read {
     /// The tag read (`None`: the plain form `{"tasks": [...]}`).
     pub tag: Option<String>,
     pub items: Vec<Item>,
+    /// A warning for each status word Taskmaster does not know, at its JSON path.
+    pub unknown: Vec<String>,
 }
 
 /// An ID as written: `1`, `"1"`, `1.2`, `"1.2"` → `1`, `1.2`.
@@ -114,20 +140,24 @@ pub(crate) fn id_of(v: &Value) -> Option<String> {
     }
 }
 
-/// A unit's mark: its status word and the `updatedAt` of its own object.
+/// A unit's mark: its status word as written and the `updatedAt` of its own object.
 fn mark(word: &str, v: &Value) -> String {
-    let word = word.trim().to_ascii_lowercase();
     match v.get("updatedAt").and_then(Value::as_str) {
         Some(at) => format!("{word}@{at}"),
-        None => word,
+        None => word.to_string(),
     }
 }
 
 fn text(v: &Value, key: &str) -> String {
-    match v.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string(),
+    v.get(key).map_or(String::new(), words)
+}
+
+/// A value as text: a string's own, none for `null`, else its JSON.
+pub(crate) fn words(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 
@@ -191,6 +221,7 @@ pub(crate) fn read(rel: &str, doc: &Value, preferred: Option<&str>) -> Result<Re
         out: Read {
             tag,
             items: Vec::new(),
+            unknown: Vec::new(),
         },
         errors: Vec::new(),
         by_id: BTreeMap::new(),
@@ -221,7 +252,7 @@ struct Walk<'a> {
     by_id: BTreeMap<String, usize>,
     /// Task ID → its units (its subtasks, or itself).
     units_of: BTreeMap<String, Vec<usize>>,
-    /// Open task ID → a cancelled subtask of it: the task stays open ([`Item::waits_open`]).
+    /// Open task ID → why it stays open ([`Item::waits_open`]).
     stays_open: BTreeMap<String, String>,
 }
 
@@ -249,46 +280,75 @@ impl Walk<'_> {
                 );
                 continue;
             }
-            let state = State::of(&text(t, "status"));
-            let subtasks = t.get("subtasks").and_then(Value::as_array);
-            let mut units = Vec::new();
-            match subtasks.filter(|s| !s.is_empty()) {
-                None => {
-                    let item = Item::of(t, t, id.clone(), path.clone(), state, None);
-                    units.push(self.push(item));
-                }
-                Some(subs) => {
-                    let parent = (id.clone(), text(t, "title"), text(t, "description"));
-                    for (j, s) in subs.iter().enumerate() {
-                        let spath = format!("{path}.subtasks[{j}]");
-                        let Some(local) = s.get("id").and_then(id_of) else {
-                            self.error(
-                                &spath,
-                                &format!("a subtask of task {id} without an `id`"),
-                                "give every subtask an id",
-                            );
-                            continue;
-                        };
-                        let full = format!("{id}.{local}");
-                        if self.by_id.contains_key(&full) {
-                            self.error(
-                                &spath,
-                                &format!("subtask ID {full} is used twice"),
-                                "give one of them the next free id",
-                            );
-                            continue;
-                        }
-                        // A parent done, cancelled or held settles its subtasks.
-                        let item = Item::of(s, t, full, spath, state, Some(parent.clone()));
-                        if state == State::Open && item.state == State::Cancelled {
-                            self.stays_open.entry(id.clone()).or_insert(item.id.clone());
-                        }
-                        units.push(self.push(item));
-                    }
-                }
+            let state = State::of(&text(t, "status"), false);
+            if state == State::Unknown {
+                self.unknown(&path, &id, &text(t, "status"));
             }
+            let subtasks = t.get("subtasks").and_then(Value::as_array);
+            let units = match subtasks.filter(|s| !s.is_empty()) {
+                None => vec![self.push(Item::of(t, t, id.clone(), path.clone(), state, None))],
+                Some(subs) => self.subtasks(t, &id, &path, state, subs),
+            };
             self.units_of.insert(id, units);
         }
+    }
+
+    /// The units of task `t` (`id` at `path`, whose state is `state`): its subtasks `subs`.
+    fn subtasks(
+        &mut self,
+        t: &Value,
+        id: &str,
+        path: &str,
+        state: State,
+        subs: &[Value],
+    ) -> Vec<usize> {
+        let mut units = Vec::new();
+        let parent = (id.to_string(), text(t, "title"), text(t, "description"));
+        for (j, s) in subs.iter().enumerate() {
+            let spath = format!("{path}.subtasks[{j}]");
+            let Some(local) = s.get("id").and_then(id_of) else {
+                self.error(
+                    &spath,
+                    &format!("a subtask of task {id} without an `id`"),
+                    "give every subtask an id",
+                );
+                continue;
+            };
+            let full = format!("{id}.{local}");
+            if self.by_id.contains_key(&full) {
+                self.error(
+                    &spath,
+                    &format!("subtask ID {full} is used twice"),
+                    "give one of them the next free id",
+                );
+                continue;
+            }
+            // A parent done, cancelled or held settles its subtasks.
+            let item = Item::of(s, t, full, spath, state, Some(parent.clone()));
+            if state == State::Open && item.state == State::Cancelled {
+                let why = format!("while its subtask {} is cancelled", item.id);
+                self.stays_open.entry(id.to_string()).or_insert(why);
+            }
+            if state == State::Open && item.state == State::Unknown {
+                self.unknown(&item.path, &item.id, &text(s, "status"));
+            }
+            units.push(self.push(item));
+        }
+        let done = |&u: &usize| self.out.items[u].state == State::Done;
+        if state == State::Open && !units.is_empty() && units.iter().all(done) {
+            let why = "though every subtask of it is done".to_string();
+            self.stays_open.insert(id.to_string(), why);
+        }
+        units
+    }
+
+    /// Task `id` at `path` has the status `word`, which Taskmaster does not know.
+    fn unknown(&mut self, path: &str, id: &str, word: &str) {
+        self.out.unknown.push(format!(
+            "{}: {path}: task {id} has the status {word:?}, which Taskmaster does not know (it compares status words exactly: `task-master next` offers neither it nor what waits for it), so neither is run: `task-master set-status --id={id} --status={}` sets the word you meant",
+            self.rel,
+            meant(word)
+        ));
     }
 
     fn push(&mut self, item: Item) -> usize {

@@ -131,11 +131,15 @@ fn blocked_holds_a_task_and_its_dependents_back_as_the_team_set_it() {
     ]}"#;
     let b = built(text).unwrap();
     assert_eq!(ids(&b), ["3.2"]);
+    // `Blocked` is not Taskmaster's word (it compares them exactly): held, and named.
     assert_eq!(
         b.warnings,
-        [format!(
-            "{REL}: tasks[1]: task 2 waits for blocked task 1, so it is not run either"
-        )]
+        [
+            format!("{REL}: tasks[1]: task 2 waits for blocked task 1, so it is not run either"),
+            format!(
+                "{REL}: tasks[2].subtasks[0]: task 3.1 has the status \"Blocked\", which Taskmaster does not know (it compares status words exactly: `task-master next` offers neither it nor what waits for it), so neither is run: `task-master set-status --id=3.1 --status=blocked` sets the word you meant"
+            )
+        ]
     );
 }
 
@@ -197,7 +201,9 @@ fn errors_name_the_json_path_and_the_task() {
 fn real_files_read() {
     for (file, units, open) in [
         ("tajdin-tagged.json", 96, 0),
-        ("resourcer-tagged.json", 54, 18),
+        // Task 17 is in progress with every subtask done: it stays open to Taskmaster, so
+        // 18, 19.1–19.4 and 20, which wait for it, are held back.
+        ("resourcer-tagged.json", 48, 12),
         ("scrumpoker-plain.json", 36, 1),
     ] {
         let text = std::fs::read_to_string(
@@ -282,15 +288,14 @@ fn write_back_of_a_real_file_is_byte_exact_elsewhere() {
     let mut after: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(after["master"]["tasks"][8]["subtasks"][0]["status"], "done");
     assert_eq!(after["master"]["tasks"][9]["status"], "done");
-    // Task 17 is in progress with all its subtasks done: a parent is done when they are.
-    assert_eq!(before["master"]["tasks"][16]["status"], "in-progress");
-    assert_eq!(after["master"]["tasks"][16]["status"], "done");
+    // Task 17 is in progress with all its subtasks done, none marked now: it stays as the
+    // team left it (`set-status` settles a parent only when it sets one of its subtasks).
+    assert_eq!(after["master"]["tasks"][16]["status"], "in-progress");
     after["master"]["tasks"][8]["subtasks"][0]["status"] = "pending".into();
     after["master"]["tasks"][9]["status"] = "pending".into();
-    after["master"]["tasks"][16]["status"] = "in-progress".into();
     assert_eq!(after, before);
-    // Three values changed: two "pending" (9 bytes) and one "in-progress" (13) to "done" (6).
-    assert_eq!(text.len() - out.len(), 3 + 3 + 7);
+    // Two values changed: two "pending" (9 bytes) to "done" (6).
+    assert_eq!(text.len() - out.len(), 3 + 3);
 }
 
 #[test]
@@ -342,8 +347,9 @@ fn write_back_keeps_a_status_the_team_set_that_is_already_finished() {
             r#""title": "e", "status": "done""#,
         )
     );
-    // A parent is done when every subtask is (`Done`, `completed`), as `task-master
-    // set-status` settles it: one in review or cancelled keeps it `in-progress`.
+    // A parent is done when every subtask is (`done`, `completed`, compared exactly), as
+    // `task-master set-status` settles it: one in review, cancelled, or `Done` (a word
+    // Taskmaster does not know) keeps it `in-progress`.
     let last_done = |text: &str| {
         text.replace(
             r#""title": "w", "status": "pending""#,
@@ -351,16 +357,21 @@ fn write_back_keeps_a_status_the_team_set_that_is_already_finished() {
         )
     };
     let text = r#"{"tasks": [{"id": 1, "title": "a", "status": "in-progress", "subtasks": [
-      {"id": 1, "title": "x", "status": "Done"}, {"id": 2, "title": "y", "status": "completed"},
+      {"id": 1, "title": "x", "status": "done"}, {"id": 2, "title": "y", "status": "completed"},
       {"id": 4, "title": "w", "status": "pending"}]}]}"#;
     assert_eq!(
         written(text, &["1.4"], None),
         last_done(text).replace(r#""status": "in-progress""#, r#""status": "done""#)
     );
-    for other in ["review", "canceled"] {
+    for other in ["review", "canceled", "Done", "Completed"] {
         let text = text.replace("completed", other);
         assert_eq!(written(&text, &["1.4"], None), last_done(&text), "{other}");
     }
+    // A status word Taskmaster does not know is the team's to change: a parent `Pending`
+    // whose subtasks are done stays as written.
+    let text = r#"{"tasks": [{"id": 1, "title": "a", "status": "Pending", "subtasks": [
+      {"id": 1, "title": "x", "status": "done"}]}, {"id": 2, "title": "w", "status": "pending"}]}"#;
+    assert_eq!(written(text, &["2"], None), last_done(text));
 }
 
 /// Whether a `tasks.json` outside `.taskmaster/` is a dagexec plan is read from its first
@@ -386,4 +397,100 @@ fn a_fifo_or_an_endless_file_named_tasks_json_is_claimed_without_reading_it_whol
         .recv_timeout(std::time::Duration::from_secs(10))
         .expect("detected without waiting for a writer or reading an endless file");
     assert_eq!(found, [Some(crate::sources::Format::Taskmaster); 2]);
+}
+
+/// Taskmaster compares status words exactly. A task's must be one of its seven (`task-master
+/// list` and `next` refuse the whole file otherwise: "Invalid task status: Done"); a subtask's
+/// is offered by `next` when it is `pending` or `in-progress` in any case (or missing), and is
+/// met only when it is `done` (`completed` settles its parent, below). A word Taskmaster does
+/// not know is neither run nor done here:
+/// it is held back with what waits for it, named with the command that sets the word it means.
+#[test]
+fn status_words_are_compared_as_taskmaster_compares_them() {
+    let text = r#"{"tasks": [
+      {"id": 1, "title": "a", "status": "Done"},
+      {"id": 2, "title": "b", "status": "pending", "dependencies": [1]},
+      {"id": 3, "title": "c", "status": "todo"},
+      {"id": 4, "title": "d", "status": "completed"},
+      {"id": 5, "title": "e", "status": "in-progress", "subtasks": [
+        {"id": 1, "title": "v", "status": "DONE"},
+        {"id": 2, "title": "w", "status": "Pending", "dependencies": [1]},
+        {"id": 3, "title": "x", "status": "In-Progress"},
+        {"id": 4, "title": "y"},
+        {"id": 5, "title": "z", "status": "canceled"}]}
+    ]}"#;
+    let b = built(text).unwrap();
+    assert_eq!(ids(&b), ["5.3", "5.4"]);
+    assert!(b.plan.tasks.iter().all(|t| t.status == Status::Pending));
+    let unknown = |path: &str, id: &str, word: &str, meant: &str| {
+        format!(
+            "{REL}: {path}: task {id} has the status \"{word}\", which Taskmaster does not know (it compares status words exactly: `task-master next` offers neither it nor what waits for it), so neither is run: `task-master set-status --id={id} --status={meant}` sets the word you meant"
+        )
+    };
+    let unknown_1 = "task 1, whose status \"Done\" Taskmaster does not know";
+    let unknown_5_1 = "task 5.1, whose status \"DONE\" Taskmaster does not know";
+    assert_eq!(
+        b.warnings,
+        [
+            unknown("tasks[0]", "1", "Done", "done"),
+            format!("{REL}: tasks[1]: task 2 waits for {unknown_1}, so it is not run either"),
+            unknown("tasks[2]", "3", "todo", "pending"),
+            unknown("tasks[3]", "4", "completed", "done"),
+            unknown("tasks[4].subtasks[0]", "5.1", "DONE", "done"),
+            format!(
+                "{REL}: tasks[4].subtasks[1]: task 5.2 waits for {unknown_5_1}, so it is not run either"
+            ),
+            unknown("tasks[4].subtasks[4]", "5.5", "canceled", "cancelled"),
+        ]
+    );
+}
+
+/// `task-master set-status` settles a parent when it sets a subtask's status, never by
+/// itself: a task the team left (or set) open whose subtasks are all done stays open to
+/// Taskmaster — `next` offers it whole, and counts it met only once someone sets it done —
+/// so what waits for it is held back, named with that command, and a write-back that marks
+/// none of its subtasks leaves its status as the team wrote it.
+#[test]
+fn a_task_left_open_with_every_subtask_done_stays_open() {
+    let text = r#"{"tasks": [
+      {"id": 1, "title": "a", "status": "pending", "subtasks": [
+        {"id": 1, "title": "x", "status": "done"}, {"id": 2, "title": "y", "status": "done"}]},
+      {"id": 2, "title": "b", "status": "pending", "dependencies": [1]},
+      {"id": 3, "title": "c", "status": "pending"}
+    ]}"#;
+    let b = built(text).unwrap();
+    assert_eq!(ids(&b), ["1.1", "1.2", "3"]);
+    assert_eq!(
+        b.warnings,
+        [format!(
+            "{REL}: tasks[1]: task 2 waits for task 1, which stays open though every subtask of it is done (Taskmaster counts a dependency met only when done: `task-master set-status --id=1 --status=done` lets it run), so it is not run either"
+        )]
+    );
+    assert_eq!(
+        written(text, &["1.1", "1.2", "3"], None),
+        last_of(text, "c")
+    );
+    // Marking its last open subtask done settles it, as `set-status` does.
+    let text = text.replace(
+        r#""title": "y", "status": "done""#,
+        r#""title": "y", "status": "pending""#,
+    );
+    let want = text
+        .replace(
+            r#""title": "y", "status": "pending""#,
+            r#""title": "y", "status": "done""#,
+        )
+        .replace(
+            r#""title": "a", "status": "pending""#,
+            r#""title": "a", "status": "done""#,
+        );
+    assert_eq!(written(&text, &["1.1", "1.2"], None), want);
+}
+
+/// `text` with the task titled `title` (`"status": "pending"`) marked done.
+fn last_of(text: &str, title: &str) -> String {
+    text.replace(
+        &format!(r#""title": "{title}", "status": "pending""#),
+        &format!(r#""title": "{title}", "status": "done""#),
+    )
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::read::{State, id_of, tasks_of};
+use super::read::{State, id_of, tasks_of, words};
 
 /// A JSON object's members as written (its last one of a name, as serde reads it).
 type Members<'a> = HashMap<String, &'a RawValue>;
@@ -22,10 +22,10 @@ fn span(text: &str, raw: &RawValue) -> (usize, usize) {
 /// An edit: replace `start..end` with `with`.
 type Edit = (usize, usize, &'static str);
 
-/// The edit that makes the object `obj` (its members `m`) `done`: nothing when its status is
-/// not open (done already, or `review`, `cancelled`, `deferred`, `blocked` as the team set it), or not a
-/// plain value.
-fn set_done(text: &str, obj: &RawValue, m: &Members<'_>) -> Option<Edit> {
+/// The edit that makes the object `obj` (its members `m`, a `subtask`'s or a task's) `done`:
+/// nothing when its status is not open (done already, `review`, `cancelled`, `deferred`,
+/// `blocked` or a word Taskmaster does not know, as the team wrote it), or not a plain value.
+fn set_done(text: &str, obj: &RawValue, m: &Members<'_>, subtask: bool) -> Option<Edit> {
     let Some(status) = m.get("status") else {
         let start = span(text, obj).0;
         return Some((start + 1, start + 1, "\"status\": \"done\", "));
@@ -34,19 +34,18 @@ fn set_done(text: &str, obj: &RawValue, m: &Members<'_>) -> Option<Edit> {
         return None;
     }
     let (s, e) = span(text, status);
-    (state_of(m) == State::Open).then_some((s, e, "\"done\""))
+    (State::of(&word(m), subtask) == State::Open).then_some((s, e, "\"done\""))
 }
 
 fn id_at(m: &Members<'_>) -> Option<String> {
     id_of(&serde_json::from_str::<Value>(m.get("id")?.get()).ok()?)
 }
 
-/// What its status means, as the reader reads it (no status, or not a string: open).
-fn state_of(m: &Members<'_>) -> State {
-    let word = m
-        .get("status")
-        .and_then(|s| serde_json::from_str::<String>(s.get()).ok());
-    State::of(word.as_deref().unwrap_or(""))
+/// Its status word, as the reader reads it ("" for none).
+fn word(m: &Members<'_>) -> String {
+    m.get("status")
+        .and_then(|s| serde_json::from_str::<Value>(s.get()).ok())
+        .map_or(String::new(), |v| words(&v))
 }
 
 /// The members of the object `raw`; `None` for another value.
@@ -55,8 +54,10 @@ fn members(raw: &RawValue) -> Option<Members<'_>> {
 }
 
 /// `text` with every open unit in `done` set to `"done"`, and an open task whose subtasks are
-/// all done too (as `task-master set-status` settles a parent: one in review or cancelled
-/// keeps it open); the tag is `tag` (`None`: the plain form).
+/// all done once one of them is set so (as `task-master set-status` settles a parent when it
+/// sets a subtask: each `done` or `completed`, compared exactly, [`State::of`]; a task the
+/// team left open with every subtask done stays so); the tag is `tag` (`None`: the plain
+/// form).
 pub(crate) fn write_done(
     text: &str,
     done: &BTreeSet<String>,
@@ -86,11 +87,11 @@ pub(crate) fn write_done(
             .unwrap_or_default();
         if subs.is_empty() {
             if done.contains(&id) {
-                edits.extend(set_done(text, raw, &t));
+                edits.extend(set_done(text, raw, &t, false));
             }
             continue;
         }
-        let mut all = true;
+        let (mut all, mut marked) = (true, false);
         for raw_sub in subs {
             let s = members(raw_sub).unwrap_or_default();
             let Some(local) = id_at(&s) else {
@@ -98,13 +99,15 @@ pub(crate) fn write_done(
                 continue;
             };
             if done.contains(&format!("{id}.{local}")) {
-                edits.extend(set_done(text, raw_sub, &s));
-            } else if state_of(&s) != State::Done {
+                let edit = set_done(text, raw_sub, &s, true);
+                marked |= edit.is_some();
+                edits.extend(edit);
+            } else if State::of(&word(&s), true) != State::Done {
                 all = false;
             }
         }
-        if all {
-            edits.extend(set_done(text, raw, &t));
+        if all && marked {
+            edits.extend(set_done(text, raw, &t, false));
         }
     }
     edits.sort_by_key(|e| std::cmp::Reverse(e.0));
