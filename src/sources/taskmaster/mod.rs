@@ -141,18 +141,10 @@ fn nothing_to_run(rel: &str, r: &read::Read) -> Problem {
             "add tasks (`task-master parse-prd`, `task-master add-task`), or switch to the tag that holds them (`task-master use-tag NAME`)",
         );
     }
-    const SHOWN: usize = 10;
     // The open ones wait for these (or for a task kept open by a cancelled subtask).
     let (open, aside): (Vec<&Item>, Vec<&Item>) =
         r.items.iter().partition(|it| it.state == State::Open);
-    let mut said: Vec<String> = aside
-        .iter()
-        .take(SHOWN)
-        .map(|it| format!("task {} ({})", it.id, it.word()))
-        .collect();
-    if aside.len() > SHOWN {
-        said.push(format!("and {} more", aside.len() - SHOWN));
-    }
+    let mut said = named(&aside);
     if !open.is_empty() {
         said.push(format!("and {} task(s) waiting for them", open.len()));
     }
@@ -160,6 +152,32 @@ fn nothing_to_run(rel: &str, r: &read::Read) -> Problem {
         format!("{at}: {}", said.join(", ")),
         "`task-master next` offers none of them either: set the one to run pending (`task-master set-status --id=ID --status=pending`)",
     )
+}
+
+/// `items` as `task 2 (blocked)`, the first ten, then how many more.
+fn named(items: &[&Item]) -> Vec<String> {
+    const SHOWN: usize = 10;
+    let mut said: Vec<String> = items
+        .iter()
+        .take(SHOWN)
+        .map(|it| format!("task {} ({})", it.id, it.word()))
+        .collect();
+    if items.len() > SHOWN {
+        said.push(format!("and {} more", items.len() - SHOWN));
+    }
+    said
+}
+
+/// The warning naming the units the team set aside (`review`, `deferred`, `blocked`), which
+/// are not in the plan: without it a run of what is left ends saying every task is resolved.
+fn set_aside(rel: &str, items: &[Item]) -> Option<String> {
+    let held: Vec<&Item> = items.iter().filter(|it| it.state == State::Held).collect();
+    (!held.is_empty()).then(|| {
+        format!(
+            "{rel}: not run, as the team set them: {} (`task-master set-status --id=ID --status=pending` runs one)",
+            named(&held).join(", ")
+        )
+    })
 }
 
 /// The first 4 KiB of the regular file at `path` (none for anything else): a FIFO is opened
@@ -323,6 +341,9 @@ fn build(rel: &str, r: &read::Read) -> Built {
         .chain(r.unknown.iter().cloned())
         .collect();
     warnings.sort();
+    if let Some(aside) = set_aside(rel, &r.items) {
+        warnings.insert(0, aside);
+    }
     let mut index: Vec<Option<usize>> = vec![None; r.items.len()];
     let mut n = 0;
     for (i, slot) in index.iter_mut().enumerate() {
