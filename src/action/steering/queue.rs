@@ -121,7 +121,7 @@ async fn try_confirm(q: Queue<'_>) -> Result<Vec<String>, ActionError> {
     let queued = queued(&markers);
     for (id, marks) in queued.iter().filter(|(_, m)| !m.is_empty()) {
         if let Some(s) = history.get(id) {
-            lines.push(settle_markers(client, pr, (*id, marks), s, &own).await?);
+            lines.push(settle_markers(client, pr, *id, marks, s, &own).await?);
         }
     }
     Ok(lines)
@@ -139,7 +139,8 @@ pub(crate) fn settled_since(repo: &Repo, since: &str) -> bool {
 async fn settle_markers(
     client: &Client,
     pr: u64,
-    (id, marks): (u64, &[&Marker]),
+    id: u64,
+    marks: &[&Marker],
     s: &SettledCommand,
     own: &[IssueComment],
 ) -> Result<String, ActionError> {
@@ -250,7 +251,7 @@ pub(crate) async fn catch_up(
         if let Some(s) = history.get(&id) {
             out.note(id, s.applied);
             out.lines
-                .push(settle_markers(client, pr, (id, &marks), s, &own).await?);
+                .push(settle_markers(client, pr, id, &marks, s, &own).await?);
             continue;
         }
         if earlier {
