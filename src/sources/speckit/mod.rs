@@ -7,7 +7,8 @@
 //! [`build`] makes it a plan by these rules:
 //!
 //! - **Phases run in order.** A `## ` section holding task lines is a phase (so is a section
-//!   under a `###` or `####` heading that starts with `Phase`); a tasks.md with no section is
+//!   under a `###` or `####` heading that starts with `Phase` and its number — not the
+//!   template's `### Phase Dependencies`); a tasks.md with no section is
 //!   one phase. Fenced code blocks and HTML comments are skipped, by the one line scanner
 //!   parsing and ticking share; a UTF-8 BOM is ignored.
 //! - **`[P]`**: within a phase, a `[P]` task may run together with the others; a task without

@@ -109,12 +109,15 @@ static NEAR_DEPENDS: LazyLock<Regex> = LazyLock::new(|| {
 });
 static FIELD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\*\*([^*:]+):?\*\*\s*:?\s*(.*)$").unwrap());
-/// A `## ` heading, or a deeper one that names a phase (`### Phase 3.1: Setup`).
+/// A `## ` heading, or a deeper one that names a phase by its number (`### Phase 3.1: Setup`,
+/// not the template's `### Phase Dependencies`).
 static SECTION: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(?:##\s|#{3,4}\s+(?i:phase)\b)").unwrap());
-/// A heading that names a phase or a user story: where task lines are.
-static PHASE_HEADING: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)\b(?:phase|user\s+story)\b").unwrap());
+    LazyLock::new(|| Regex::new(r"^(?:##\s|#{3,4}\s+(?i:phase)\s*(?:\d|(?i:[ivx]+)\b))").unwrap());
+/// A heading that names a phase or a user story (by its number, or the final phase): where
+/// task lines are.
+static PHASE_HEADING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:phase\s*(?:\d|[ivx]+\b)|final\s+phase|user\s+story\s*\d)").unwrap()
+});
 static STORY_HEADING: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\buser\s+story\s+\d+").unwrap());
 static BACKTICK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").unwrap());

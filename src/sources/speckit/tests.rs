@@ -1084,3 +1084,33 @@ fn bold_ids_are_read_and_an_order_in_prose_is_named() {
         ]
     );
 }
+
+/// Real tasks.md files, excerpted in `tests/fixtures/speckit/public/` (its README names each
+/// one's repository).
+fn public(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/speckit/public/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The template's `## Dependencies & Execution Order` has a `### Phase Dependencies`
+/// subsection, and its `### Parallel Opportunities` that follows names tasks in list items
+/// (`- T002, T003, T004 可并行`). That heading names no phase of tasks: those lines are a
+/// summary, not tasks missing their checkbox.
+#[test]
+fn the_templates_phase_dependencies_heading_is_no_phase() {
+    let p = read(&public("phase-dependencies.md"));
+    assert_eq!(p.tasks.len(), 4);
+    assert_eq!(p.phases.len(), 1);
+    assert_eq!(
+        p.warnings
+            .iter()
+            .filter(|w| w.contains("not read as tasks"))
+            .collect::<Vec<_>>(),
+        [
+            "specs/x/tasks.md:20: \"- T002, T003, T004 可并行\" and the like under \"Dependencies & Execution Order\" are not read as tasks (no task line there)"
+        ]
+    );
+}
