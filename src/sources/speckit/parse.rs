@@ -90,9 +90,9 @@ static STATED: LazyLock<Regex> = LazyLock::new(|| {
         .unwrap()
 });
 /// A task ID: `T012`, or `T012a` for one inserted after the list was numbered; in bold too
-/// (`**T012**`).
+/// (`**T012**`); a colon may end it (`T012:`, `**T012**:`, `**T012:**`).
 static ID: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\**(T\d+[A-Za-z]?)\**(?:\s+|$)(.*)$").unwrap());
+    LazyLock::new(|| Regex::new(r"^\**(T\d+[A-Za-z]?)(?::\**|\**:?)(?:\s+|$)(.*)$").unwrap());
 /// A task ID anywhere, and a word that orders tasks: a line with both that is read as no
 /// dependency is named ([`read`]'s `unread`).
 static ANY_ID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bT\d+[A-Za-z]?\b").unwrap());

@@ -1114,3 +1114,28 @@ fn the_templates_phase_dependencies_heading_is_no_phase() {
         ]
     );
 }
+
+/// `- [x] T101: serve コマンドの契約テスト作成` — a colon after the ID, as many generated
+/// lists write it: the task T101, its description after the colon.
+#[test]
+fn a_colon_after_the_id_is_read_as_the_ids_end() {
+    let p = read(&public("colon-after-id.md"));
+    let read: Vec<(&str, bool)> = p.tasks.iter().map(|t| (t.id.as_str(), t.done)).collect();
+    assert_eq!(
+        read,
+        [
+            ("T101", true),
+            ("T102", true),
+            ("T103", true),
+            ("T104", true),
+            ("T105", true),
+            ("T106", true),
+            ("T107", true)
+        ]
+    );
+    assert_eq!(
+        task(&p, "T104").text,
+        "serve コマンド実装（main.cppでrun_node呼び出し）"
+    );
+    assert_eq!(deps_of(&p, "T107"), ["T106"]);
+}
