@@ -27,7 +27,8 @@
 //!   (`pure::join`: a task of the plan with no work, named after the phases it joins, never
 //!   run, counted, shown or ticked) that waits for the N and that the M wait for. Joins come
 //!   after every task in the plan, so a task's plan index is its place in the file.
-//! - **`- [x]` / `- [X]`** tasks are completed. A ticked task orders nothing by itself, the path
+//! - **`- [x]` / `- [X]`** tasks are completed; a task struck through (`- [x] ~~T016 …~~ -
+//!   REMOVED`) is withdrawn: no task, said as a warning at its line. A ticked task orders nothing by itself, the path
 //!   through it still does (`pure::graph::order_through_finished`): a phase whose last task is
 //!   ticked still holds the next phase back until its open tasks are done.
 //! - **Files**: paths named in a task's text — backticked (`` `src/app.py` ``, `` `.env` ``,

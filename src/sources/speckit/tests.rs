@@ -1139,3 +1139,22 @@ fn a_colon_after_the_id_is_read_as_the_ids_end() {
     );
     assert_eq!(deps_of(&p, "T107"), ["T106"]);
 }
+
+/// `- [X] ~~T016 [P] Create AuthSession schema in …~~ - REMOVED (JWT sessions used instead)`:
+/// a task struck through is withdrawn. It is no task (never run, never ticked, its file no
+/// task's), said as a warning at its line; the tasks around it keep their order.
+#[test]
+fn a_struck_through_task_is_withdrawn() {
+    let text = public("struck-through.md");
+    let p = read(&text);
+    let read: Vec<&str> = p.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(read, ["T013", "T014", "T015", "T017", "T018", "T019"]);
+    assert_eq!(deps_of(&p, "T018"), ["T014", "T015", "T017"]);
+    assert_eq!(
+        p.warnings
+            .iter()
+            .filter(|w| w.contains("struck"))
+            .collect::<Vec<_>>(),
+        ["specs/x/tasks.md:6: task T016 is struck through: withdrawn, not read as a task"]
+    );
+}

@@ -202,7 +202,8 @@ impl LinesRead<'_> {
 
     /// A checkbox line's task as written (ID, line, checkbox, markers and description; its
     /// phase, dependencies and files not read yet); `None` (an error kept) when it has no ID or
-    /// no description, or is no checkbox line.
+    /// no description, or is no checkbox line; `None` (a warning kept) when it is struck
+    /// through (`- [x] ~~T016 …~~ - REMOVED`): a task withdrawn.
     fn head(&mut self, content: &Content<'_>) -> Option<TaskLine> {
         let line = content.text;
         let trimmed = line.trim_start();
@@ -211,6 +212,17 @@ impl LinesRead<'_> {
         let checkbox =
             content.start + (line.len() - trimmed.len()) + c.get(1).map_or(0, |m| m.start());
         let rest = c[2].trim();
+        if let Some(struck) = rest.strip_prefix("~~") {
+            let what = ANY_ID.find(struck).map_or_else(
+                || format!("the checkbox line {rest:?}"),
+                |id| format!("task {}", id.as_str()),
+            );
+            self.out.warnings.push(format!(
+                "{}:{}: {what} is struck through: withdrawn, not read as a task",
+                self.path, content.number
+            ));
+            return None;
+        }
         let Some(idc) = ID.captures(rest) else {
             self.doubtful(
                 content.number,
