@@ -40,15 +40,17 @@
 //!   creates (Create, Add, Implement, Write, Generate, Initialize, Scaffold, Define, Build,
 //!   Setup, Set up) or it is a test task (`Contract test for …`);
 //!   every other mention modifies it. Directories (`docs/`) and placeholders (`[name].py`) are
-//!   not files. A task naming no file conflicts with nothing and is flagged with a warning.
+//!   not files, nor is a path from the file system's root or a home directory
+//!   (`~/.app/config.toml`: a place on the machine the text talks about). A task naming no
+//!   file conflicts with nothing and is flagged with a warning.
 //! - **Context**: the feature folder's `spec.md`, `plan.md`, `data-model.md`, `research.md`,
 //!   `quickstart.md` and the files under `contracts/` (those that exist) are every task's
 //!   context files; the task line, its phase's goal (`**Goal**:` or `**Purpose**:`) and
 //!   `**Independent Test**:` are in its description.
 //! - **Errors** name the line and come with a hint: a task line without an ID or checkbox or
 //!   description, a duplicate ID, an unknown ID in `depends on`, a cycle (as a path of IDs), a
-//!   path no task may name (outside the repository, in `.git/`, the generated plan, through a
-//!   linked directory), each at its line with the task's ID.
+//!   path no task may name (out of the repository through `..`, in `.git/`, the generated
+//!   plan, through a linked directory), each at its line with the task's ID.
 //!
 //! State: [`SpecKit`] is a [`Reader`] like every task-list format, so what follows is
 //! shared (`sources::prepare`, `sources::write_back`, `sources::own_file`): the generated plan

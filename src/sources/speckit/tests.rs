@@ -1158,3 +1158,20 @@ fn a_struck_through_task_is_withdrawn() {
         ["specs/x/tasks.md:6: task T016 is struck through: withdrawn, not read as a task"]
     );
 }
+
+/// `T017 [US2] Explain configuration hierarchy (.aikit/config.toml → ~/.aikit/config.toml →
+/// defaults)`: a path in the home directory (or from the file system's root) is a place on
+/// the machine the text talks about, no file of the repository; it is no file of the task,
+/// and no reason to refuse the list (`..`, `.git/` and the plan itself still are).
+#[test]
+fn a_path_outside_the_repository_in_a_tasks_text_is_no_file_of_it() {
+    let p = read(&public("home-path.md"));
+    assert_eq!(p.tasks.len(), 4);
+    let t = task(&p, "T017");
+    assert_eq!(
+        (t.create.clone(), t.modify.clone()),
+        (vec![], ids(&[".aikit/config.toml"]))
+    );
+    let text = "- [ ] T001 Read /etc/hosts and write `/etc/dagexec.conf` in src/conf.py\n";
+    assert_eq!(read(text).tasks[0].modify, ["src/conf.py"]);
+}
