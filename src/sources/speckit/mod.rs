@@ -3,7 +3,8 @@
 //!
 //! Spec Kit's `/tasks` command writes `specs/<NNN-feature>/tasks.md` from its public
 //! `templates/tasks-template.md`: `## Phase N: …` sections of task lines
-//! `- [ ] T012 [P] [US1] Create User model in src/models/user.py`. [`parse()`] reads one, and
+//! `- [ ] T012 [P] [US1] Create User model in src/models/user.py` (also read: the markers
+//! before the ID, `- [ ] [P] T012 …`, and a colon after it, `T012:`). [`parse()`] reads one, and
 //! [`build`] makes it a plan by these rules:
 //!
 //! - **Phases run in order.** A `## ` section holding task lines is a phase (so is a section

@@ -100,6 +100,8 @@ static ORDER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:depend\w*|requires?|needs?|after|before|blocks?|blocked|waits?|then|first|sequential\w*|prerequisites?)\b|→|->|⟶|─►").unwrap()
 });
 static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*(.*)$").unwrap());
+/// The markers written before a task's ID (`- [ ] [P] T005 …`), as many lists put them.
+static LEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(?:\[(?:P|US\d+)\]\s*)+").unwrap());
 static DEPENDS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\(\s*depends\s+on\s*:?\s*([^)]*)\)").unwrap());
 /// What looks like a dependency but is not `(depends on …)`: `(depend on T001)`, `(requires
@@ -125,6 +127,12 @@ static EXTENSION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[^./][^/]*\.[A-Za-z][A-Za-z0-9]{0,9}$").unwrap());
 
 static DOTFILE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\.[A-Za-z0-9][\w.-]*$").unwrap());
+
+/// A checkbox line's text (trimmed) split where its ID starts: the markers before it (`[P] `),
+/// and the rest.
+fn split_lead(text: &str) -> (&str, &str) {
+    text.split_at(LEAD.find(text).map_or(0, |m| m.end()))
+}
 
 fn id_number(id: &str) -> Option<u64> {
     id.strip_prefix('T').and_then(|n| n.parse().ok())

@@ -1175,3 +1175,36 @@ fn a_path_outside_the_repository_in_a_tasks_text_is_no_file_of_it() {
     let text = "- [ ] T001 Read /etc/hosts and write `/etc/dagexec.conf` in src/conf.py\n";
     assert_eq!(read(text).tasks[0].modify, ["src/conf.py"]);
 }
+
+/// `- [x] [P] T030 Unit Test: …`: the markers written before the ID, as many lists write them
+/// (and `- [ ] [P] T005 [P] Setup …` both sides): the task T030, `[P]`.
+#[test]
+fn markers_before_the_id_are_the_tasks_markers() {
+    let p = read(&public("marker-before-id.md"));
+    let marked: Vec<(&str, bool)> = p
+        .tasks
+        .iter()
+        .map(|t| (t.id.as_str(), t.parallel))
+        .collect();
+    assert_eq!(
+        marked,
+        [
+            ("T026", false),
+            ("T027", false),
+            ("T028", false),
+            ("T029", false),
+            ("T030", true),
+            ("T031", true)
+        ]
+    );
+    assert_eq!(
+        task(&p, "T031").text,
+        "Unit Test: 未対応アーキテクチャのエラー応答"
+    );
+    let both = read("- [ ] [P] T005 [P] [US1] Setup `data/raw/x.csv`\n");
+    let t = &both.tasks[0];
+    assert_eq!(
+        (t.parallel, t.story.as_deref(), t.text.as_str()),
+        (true, Some("US1"), "Setup `data/raw/x.csv`")
+    );
+}

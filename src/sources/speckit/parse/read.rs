@@ -3,7 +3,7 @@
 
 use super::{
     ANY_ID, CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, ORDER, PHASE_HEADING, Parsed, Phase,
-    SECTION, STATED, STORY_HEADING, TaskLine, files_of, id_key,
+    SECTION, STATED, STORY_HEADING, TaskLine, files_of, id_key, split_lead,
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
@@ -78,7 +78,7 @@ fn tasked_sections(text: &str) -> BTreeSet<usize> {
             section_no += 1;
         } else if CHECKBOX
             .captures(trimmed)
-            .is_some_and(|c| ID.is_match(c[2].trim()))
+            .is_some_and(|c| ID.is_match(split_lead(c[2].trim()).1))
         {
             tasked.insert(section_no);
         }
@@ -223,7 +223,8 @@ impl LinesRead<'_> {
             ));
             return None;
         }
-        let Some(idc) = ID.captures(rest) else {
+        let (lead, after) = split_lead(rest);
+        let Some(idc) = ID.captures(after) else {
             self.doubtful(
                 content.number,
                 trimmed,
@@ -233,7 +234,7 @@ impl LinesRead<'_> {
             return None;
         };
         let id = idc[1].to_string();
-        let mut body = idc[2].trim().to_string();
+        let mut body = format!("{lead}{}", idc[2].trim());
         let (mut parallel, mut story) = (false, None);
         while let Some(m) = MARKER.captures(&body) {
             if &m[1] == "P" {
