@@ -4,7 +4,8 @@
 //! Spec Kit's `/tasks` command writes `specs/<NNN-feature>/tasks.md` from its public
 //! `templates/tasks-template.md`: `## Phase N: …` sections of task lines
 //! `- [ ] T012 [P] [US1] Create User model in src/models/user.py` (also read: the markers
-//! before the ID, `- [ ] [P] T012 …`, and a colon after it, `T012:`). [`parse()`] reads one, and
+//! before the ID, `- [ ] [P] T012 …`, and a colon after it, `T012:`; a task inserted later is
+//! `T012a` or `T012.1`). [`parse()`] reads one, and
 //! [`build`] makes it a plan by these rules:
 //!
 //! - **Phases run in order.** A `## ` section holding task lines is a phase (so is a section

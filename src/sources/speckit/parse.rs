@@ -81,21 +81,26 @@ pub struct Parsed {
 static CHECKBOX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+\[([ xX])\]\s*(.*)$").unwrap());
 /// A task line without a checkbox of Spec Kit's: none, or another mark (`[~]`).
-static NO_CHECKBOX: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+(\[[^\]]?\]\s*)?(T\d+[A-Za-z]?)\b").unwrap());
+static NO_CHECKBOX: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*[-*+]\s+(\[[^\]]?\]\s*)?(T\d+(?:[A-Za-z]|\.\d+)?)\b").unwrap()
+});
 /// A dependency written as a list item (`- T008 blocks T009, T015`, the template's
 /// `## Dependencies` list until 2025; `- T009 depends on T008`).
 static STATED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*[-*+]\s+\**(T\d+[A-Za-z]?)\**\s+(?i:(blocks|depends\s+on))\s*:?\s+(.*)$")
-        .unwrap()
+    Regex::new(
+        r"^\s*[-*+]\s+\**(T\d+(?:[A-Za-z]|\.\d+)?)\**\s+(?i:(blocks|depends\s+on))\s*:?\s+(.*)$",
+    )
+    .unwrap()
 });
 /// A task ID: `T012`, or `T012a` for one inserted after the list was numbered; in bold too
 /// (`**T012**`); a colon may end it (`T012:`, `**T012**:`, `**T012:**`).
-static ID: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\**(T\d+[A-Za-z]?)(?::\**|\**:?)(?:\s+|$)(.*)$").unwrap());
+static ID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\**(T\d+(?:[A-Za-z]|\.\d+)?)(?::\**|\**:?)(?:\s+|$)(.*)$").unwrap()
+});
 /// A task ID anywhere, and a word that orders tasks: a line with both that is read as no
 /// dependency is named ([`read`]'s `unread`).
-static ANY_ID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bT\d+[A-Za-z]?\b").unwrap());
+static ANY_ID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\bT\d+(?:[A-Za-z]|\.\d+)?\b").unwrap());
 static ORDER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:depend\w*|requires?|needs?|after|before|blocks?|blocked|waits?|then|first|sequential\w*|prerequisites?)\b|→|->|⟶|─►").unwrap()
 });
@@ -107,7 +112,7 @@ static DEPENDS: LazyLock<Regex> =
 /// What looks like a dependency but is not `(depends on …)`: `(depend on T001)`, `(requires
 /// T002)`, `(after T003)`, `(blocked by T004)`, `(deps: T005)`.
 static NEAR_DEPENDS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\(\s*(?:depend(?:s|ing|ent|ency|encies)?(?:\s+(?:on|upon))?|deps?|requires?|needs?|after|blocked\s+by|waits?\s+(?:for|on))\b[^)]*\bT\d+[^)]*\)|\b(?:depends?\s+(?:on|upon)|blocked\s+by|requires|needs|waits?\s+(?:for|on))\s*:?\s*\**T\d+[A-Za-z]?").unwrap()
+    Regex::new(r"(?i)\(\s*(?:depend(?:s|ing|ent|ency|encies)?(?:\s+(?:on|upon))?|deps?|requires?|needs?|after|blocked\s+by|waits?\s+(?:for|on))\b[^)]*\bT\d+[^)]*\)|\b(?:depends?\s+(?:on|upon)|blocked\s+by|requires|needs|waits?\s+(?:for|on))\s*:?\s*\**T\d+(?:[A-Za-z]|\.\d+)?").unwrap()
 });
 static FIELD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\*\*([^*:]+):?\*\*\s*:?\s*(.*)$").unwrap());
@@ -138,17 +143,30 @@ fn id_number(id: &str) -> Option<u64> {
     id.strip_prefix('T').and_then(|n| n.parse().ok())
 }
 
+/// The keys [`id_key`] gives one number's IDs: the number's own, then its letters (`a` is 1),
+/// then from [`DOTTED`] on its dotted IDs (`.1` is `DOTTED + 1`).
+const SUFFIXES: u64 = 1 << 16;
+const DOTTED: u64 = 32;
+
 /// Which task an ID names: its number and the letter after it, in any case (`T010a` and
-/// `T010A` one task, `T010` and `T10` another); `None` for no task ID.
+/// `T010A` one task, `T010` and `T10` another), or the number after a dot (`T231.1`, as
+/// some lists number a task inserted after T231); `None` for no task ID.
 fn id_key(id: &str) -> Option<u64> {
-    let (number, letter) = match id.strip_suffix(|c: char| c.is_ascii_alphabetic()) {
-        Some(number) => (
+    let (number, suffix) = match (
+        id.split_once('.'),
+        id.strip_suffix(|c: char| c.is_ascii_alphabetic()),
+    ) {
+        (Some((number, sub)), _) => (
+            number,
+            DOTTED + sub.parse::<u64>().ok().filter(|&n| n < SUFFIXES - DOTTED)?,
+        ),
+        (None, Some(number)) => (
             number,
             u64::from(id.as_bytes()[number.len()].to_ascii_lowercase() - b'a' + 1),
         ),
-        None => (id, 0),
+        (None, None) => (id, 0),
     };
-    Some(id_number(number)?.checked_mul(32)? + letter)
+    Some(id_number(number)?.checked_mul(SUFFIXES)? + suffix)
 }
 
 /// Reads `text` (the tasks.md at `path`, repository-relative, used in messages).

@@ -1208,3 +1208,29 @@ fn markers_before_the_id_are_the_tasks_markers() {
         (true, Some("US1"), "Setup `data/raw/x.csv`")
     );
 }
+
+/// `- [x] T231.1 [P] [US8] Create HistoricalStatisticsDto …`: tasks inserted after T231 and
+/// numbered with a dot, as `T231a` would be: each a task of its own, named so in `depends on`
+/// (one by one or as a range `T231.1-T231.3`).
+#[test]
+fn a_number_after_a_dot_is_a_task_of_its_own() {
+    let text = public("dotted-ids.md");
+    let p = read(&text);
+    let ids_read: Vec<&str> = p.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(
+        ids_read,
+        [
+            "T233", "T234", "T235", "T231.1", "T231.2", "T231.3", "T231.4", "T231.5", "T231.6",
+            "T231.7"
+        ]
+    );
+    assert_eq!(deps_of(&p, "T231.3"), ["T235", "T231.1", "T231.2"]);
+    let more = format!(
+        "{text}- [ ] T236 Chart legend in `src/legend.ts` (depends on T231.1-T231.3, T231.7)\n"
+    );
+    let p = read(&more);
+    assert_eq!(
+        deps_of(&p, "T236"),
+        ["T231.1", "T231.2", "T231.3", "T231.6", "T231.7"]
+    );
+}

@@ -2,8 +2,9 @@
 //! yet).
 
 use super::{
-    ANY_ID, CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, ORDER, PHASE_HEADING, Parsed, Phase,
-    SECTION, STATED, STORY_HEADING, TaskLine, files_of, id_key, split_lead,
+    ANY_ID, CHECKBOX, DEPENDS, DOTTED, FIELD, ID, MARKER, NO_CHECKBOX, ORDER, PHASE_HEADING,
+    Parsed, Phase, SECTION, STATED, STORY_HEADING, SUFFIXES, TaskLine, files_of, id_key,
+    split_lead,
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
@@ -422,7 +423,8 @@ pub(crate) fn read_lines_for_tests(path: &str, text: &str) -> (Parsed, BTreeMap<
 }
 
 /// The IDs of a range `T003-T005` (`–`, `..`), written as wide as its first ID, or of one
-/// number's letters `T004a-T004d`; `None` for a token that is not a range.
+/// number's letters `T004a-T004d` or dotted IDs `T231.1-T231.4`; `None` for a token that is
+/// not a range.
 fn id_range(token: &str) -> Option<Result<Vec<String>, &'static str>> {
     let (a, b) = token
         .split_once("..")
@@ -433,17 +435,23 @@ fn id_range(token: &str) -> Option<Result<Vec<String>, &'static str>> {
     if to < from {
         return Some(Err("goes backwards"));
     }
-    let letters = (from % 32, to % 32);
-    if letters.0 > 0 && letters.1 > 0 && from / 32 == to / 32 {
+    let suffixes = (from % SUFFIXES, to % SUFFIXES);
+    let one_number = from / SUFFIXES == to / SUFFIXES;
+    if one_number && suffixes.0 >= DOTTED {
+        let stem = &a[..=a.find('.').unwrap_or(0)];
+        let ids = (suffixes.0..=suffixes.1).map(|n| format!("{stem}{}", n - DOTTED));
+        return Some(Ok(ids.collect()));
+    }
+    if one_number && suffixes.0 > 0 && suffixes.1 < DOTTED {
         let (stem, last) = a.split_at(a.len() - 1);
         let first = last.as_bytes()[0];
         let ids = (first..=first + (to - from) as u8).map(|c| format!("{stem}{}", char::from(c)));
         return Some(Ok(ids.collect()));
     }
-    if letters != (0, 0) {
+    if suffixes != (0, 0) {
         return Some(Err("mixes lettered IDs and numbers"));
     }
-    let (from, to) = (from / 32, to / 32);
+    let (from, to) = (from / SUFFIXES, to / SUFFIXES);
     if to - from >= 1000 {
         return Some(Err("spans more than 1000 tasks"));
     }
