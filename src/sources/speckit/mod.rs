@@ -50,7 +50,8 @@
 //!   context files; the task line, its phase's goal (`**Goal**:` or `**Purpose**:`) and
 //!   `**Independent Test**:` are in its description.
 //! - **Errors** name the line and come with a hint: a task line without an ID or checkbox or
-//!   description, a duplicate ID, an unknown ID in `depends on`, a cycle (as a path of IDs), a
+//!   description (a checkbox without an ID nested under a task is that task's own checklist,
+//!   no task), a duplicate ID, an unknown ID in `depends on`, a cycle (as a path of IDs), a
 //!   path no task may name (out of the repository through `..`, in `.git/`, the generated
 //!   plan, through a linked directory), each at its line with the task's ID.
 //!

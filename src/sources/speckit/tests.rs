@@ -1234,3 +1234,24 @@ fn a_number_after_a_dot_is_a_task_of_its_own() {
         ["T231.1", "T231.2", "T231.3", "T231.6", "T231.7"]
     );
 }
+
+/// `- [x] T007.3 技術制約テスト追加` with `  - [x] SupportsSafetensorsAndGgufFormats` nested under
+/// it: a checkbox without an ID indented under a task is that task's own checklist, no task
+/// missing its ID (one at a task line's own depth still is).
+#[test]
+fn a_checklist_nested_under_a_task_is_part_of_it() {
+    let text = public("nested-checklist.md");
+    let p = read(&text);
+    let ids_read: Vec<&str> = p.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids_read, ["T007", "T007.1", "T007.3", "T007.4"]);
+    assert_eq!(deps_of(&p, "T007.4"), ["T007.3"]);
+    let open = text.replace("- [x]", "- [ ]");
+    let ticked = parse::tick("t.md", &open, &done(&["T007.3"])).unwrap();
+    assert_eq!(ticked, open.replacen("- [ ] T007.3", "- [x] T007.3", 1));
+    let e = parse("t.md", &format!("{text}- [ ] Not nested\n")).unwrap_err();
+    let said: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        ["t.md:14: the checkbox line \"Not nested\" has no task ID"]
+    );
+}

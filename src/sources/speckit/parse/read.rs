@@ -28,6 +28,7 @@ pub(super) fn read_lines(
         section_no: 0,
         tasked: tasked_sections(text),
         warned: BTreeSet::new(),
+        task_indent: None,
     };
     for content in content_lines(text) {
         r.line(&content);
@@ -67,6 +68,9 @@ struct LinesRead<'a> {
     section_no: usize,
     tasked: BTreeSet<usize>,
     warned: BTreeSet<usize>,
+    /// How far the section's last task line is indented: a checkbox line without an ID
+    /// indented deeper is that task's own checklist.
+    task_indent: Option<usize>,
 }
 
 /// The sections (numbered as [`LinesRead::section_no`]) with a task line.
@@ -111,6 +115,7 @@ impl LinesRead<'_> {
             });
             self.section_phase = None;
             self.section_no += 1;
+            self.task_indent = None;
             return;
         }
         if let Some(c) = FIELD.captures(trimmed) {
@@ -204,7 +209,8 @@ impl LinesRead<'_> {
     /// A checkbox line's task as written (ID, line, checkbox, markers and description; its
     /// phase, dependencies and files not read yet); `None` (an error kept) when it has no ID or
     /// no description, or is no checkbox line; `None` (a warning kept) when it is struck
-    /// through (`- [x] ~~T016 …~~ - REMOVED`): a task withdrawn.
+    /// through (`- [x] ~~T016 …~~ - REMOVED`): a task withdrawn; `None` when it has no ID and
+    /// is nested under a task line: that task's own checklist.
     fn head(&mut self, content: &Content<'_>) -> Option<TaskLine> {
         let line = content.text;
         let trimmed = line.trim_start();
@@ -225,7 +231,11 @@ impl LinesRead<'_> {
             return None;
         }
         let (lead, after) = split_lead(rest);
+        let indent = line.len() - trimmed.len();
         let Some(idc) = ID.captures(after) else {
+            if self.task_indent.is_some_and(|under| indent > under) {
+                return None;
+            }
             self.doubtful(
                 content.number,
                 trimmed,
@@ -253,6 +263,7 @@ impl LinesRead<'_> {
             );
             return None;
         }
+        self.task_indent = Some(indent);
         Some(TaskLine {
             id,
             line: content.number,
