@@ -22,6 +22,8 @@ static HEADING: LazyLock<Regex> =
 static ANNOTATION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\s*(?:[-*+]\s+)?_(Requirements|Depends|Boundary)\s*:\s*(.*)$").unwrap()
 });
+/// A note in parentheses (`(file scaffold)`), nested once at most.
+static NOTE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\((?:[^()]|\([^()]*\))*\)").unwrap());
 static PARALLEL_HEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\(P\)\s*").unwrap());
 static PARALLEL_TAIL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s*\(P\)$").unwrap());
 /// One word that is a path: with a `/`, or a name with a file extension.
@@ -214,14 +216,24 @@ fn detail(line: &mut Entry, text: &str) {
                 .is_none_or(char::is_whitespace)
         });
         let value = end.map_or(value, |(i, _)| &value[..i]);
-        let items = value
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
+        let items = |value: &str| {
+            value
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+        };
         match &a[1] {
-            "Requirements" => line.requirements.extend(items),
-            "Depends" => line.depends.extend(items),
-            _ => line.boundary.extend(items),
+            "Requirements" => line.requirements.extend(items(value)),
+            // `1.1 (asset first), 2.1`: a note in parentheses is no ID; `none`, `-` no task.
+            "Depends" => {
+                let ids = items(&NOTE.replace_all(value, ""));
+                let none = |d: &String| {
+                    matches!(d.to_ascii_lowercase().as_str(), "none" | "-" | "—" | "n/a")
+                };
+                line.depends.extend(ids.into_iter().filter(|d| !none(d)));
+            }
+            _ => line.boundary.extend(items(value)),
         }
     }
 }

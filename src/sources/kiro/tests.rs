@@ -265,3 +265,21 @@ fn a_task_marked_with_a_mark_kiro_does_not_write_is_refused_at_its_line() {
         )
     );
 }
+
+/// cc-sdd lists write `_Depends: none (independent of 1.1)_` for a task that waits for none,
+/// and a note after an ID (`_Depends: 1.1 (asset …), 2.1 (file scaffold)_`): the notes in
+/// parentheses are no IDs, `none` no task.
+#[test]
+fn depends_reads_none_and_ids_with_notes() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/kiro/cc-sdd-depends-notes/tasks.md"
+    ))
+    .unwrap()
+    .replace("- [x]", "- [ ]");
+    let b = built(&text).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    assert_eq!(ids(&b), ["1.1", "1.2", "2.1", "2.3"]);
+    assert!(deps(&b, "1.2").is_empty());
+    assert_eq!(deps(&b, "2.1"), ["1.1", "1.2"]);
+    assert_eq!(deps(&b, "2.3"), ["1.1", "2.1"]);
+}
