@@ -302,6 +302,7 @@ pub(crate) fn derive(
         .collect();
     let mut between: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
     chain(&order, group_parallel, true, &mut between);
+    yield_to_explicit(p, &mut between);
     for (&k, before) in &between {
         for &b in before {
             for &s in &sources[k] {
@@ -333,6 +334,43 @@ pub(crate) fn derive(
         resolved.insert(n, out);
     }
     Ok(resolved)
+}
+
+/// The order of the numbers yields to `_Depends:_`: when a line of a group waits for a later
+/// group (`8.1` on `_Depends: 9.1_`), the later group no longer waits for the earlier one
+/// (`between`: the groups each group waits for) but for what that one waits for; what
+/// waited for the later group waits for the earlier one too.
+fn yield_to_explicit(p: &Parsed, between: &mut BTreeMap<usize, BTreeSet<usize>>) {
+    let group_of: BTreeMap<&str, usize> = p
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(k, g)| (g.number.as_str(), k))
+        .collect();
+    let mut forward = BTreeSet::new();
+    for l in &p.lines {
+        let from = group_of[l.major.as_str()];
+        for d in &l.depends {
+            let major = d.trim_end_matches('.').split('.').next().unwrap_or("");
+            if let Some(&to) = group_of.get(major)
+                && to > from
+            {
+                forward.insert((from, to));
+            }
+        }
+    }
+    for (earlier, later) in forward {
+        if between.get_mut(&later).is_some_and(|w| w.remove(&earlier)) {
+            let inherited = between.get(&earlier).cloned().unwrap_or_default();
+            between.entry(later).or_default().extend(inherited);
+            // What waited for the later group still comes after the earlier one.
+            for (&k, waits) in between.iter_mut() {
+                if k != earlier && waits.contains(&later) {
+                    waits.insert(earlier);
+                }
+            }
+        }
+    }
 }
 
 /// The Spec Kit chain rule over `items`: an item without `(P)` waits for the previous one
