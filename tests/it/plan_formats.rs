@@ -394,7 +394,8 @@ fn a_kiro_boundary_path_is_a_scope_no_file_must_change() {
     );
 }
 
-/// A Kiro spec's errors name the line and the task; a boundary out of the repository too.
+/// A Kiro spec's errors name the line and the task; a boundary out of the repository too; a
+/// cycle the `_Depends:_` lines make (one on a later task alone outranks the numbers' order).
 #[test]
 fn a_broken_kiro_spec_is_refused_at_its_line() {
     let dir = repo_of(&[(
@@ -412,7 +413,7 @@ fn a_broken_kiro_spec_is_refused_at_its_line() {
     );
     let dir = repo_of(&[(
         KIRO,
-        "- [ ] 1. A\n- [ ] 2. C\n  - _Depends: 3_\n- [ ] 3. D\n",
+        "- [ ] 1. A\n- [ ] 2. C\n  - _Depends: 3_\n- [ ] 3. D\n  - _Depends: 2_\n",
     )]);
     let o = exec(dir.path(), &["--plan", KIRO, "validate"]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();

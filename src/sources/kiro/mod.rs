@@ -15,7 +15,11 @@
 //!   none of its siblings (cc-sdd: "no dependency on its immediately preceding peers"), a
 //!   subtask without `(P)` waits for the previous one without it and the `(P)` ones since.
 //! - **`_Depends: 1.1, 2_`** adds edges: to a subtask, or to a major task (its last units).
-//!   On a container's line it holds for its first subtasks.
+//!   One on a later major task (`8.1` on `_Depends: 9.1_`) outranks the numbers' order: that
+//!   major task no longer waits for the one the line is in, but for what that one waits for
+//!   (and what came after it still comes after both).
+//!   On a container's line it holds for its first subtasks. A note in parentheses is no ID
+//!   (`_Depends: 1.1 (asset first)_`), and `none` (or `-`) names no task.
 //! - **`- [ ]*` optional** tasks are not run (Kiro's and cc-sdd's deferrable test work): what
 //!   waits for one waits for what it waited for; they are never ticked by dagexec.
 //! - **`- [x]`** is completed; a ticked major task completes its subtasks. **`- [-]`** (Kiro's

@@ -22,6 +22,8 @@ static HEADING: LazyLock<Regex> =
 static ANNOTATION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\s*(?:[-*+]\s+)?_(Requirements|Depends|Boundary)\s*:\s*(.*)$").unwrap()
 });
+/// A note in parentheses (`(file scaffold)`), nested once at most.
+static NOTE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\((?:[^()]|\([^()]*\))*\)").unwrap());
 static PARALLEL_HEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\(P\)\s*").unwrap());
 static PARALLEL_TAIL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s*\(P\)$").unwrap());
 /// One word that is a path: with a `/`, or a name with a file extension.
@@ -214,14 +216,24 @@ fn detail(line: &mut Entry, text: &str) {
                 .is_none_or(char::is_whitespace)
         });
         let value = end.map_or(value, |(i, _)| &value[..i]);
-        let items = value
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
+        let items = |value: &str| {
+            value
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+        };
         match &a[1] {
-            "Requirements" => line.requirements.extend(items),
-            "Depends" => line.depends.extend(items),
-            _ => line.boundary.extend(items),
+            "Requirements" => line.requirements.extend(items(value)),
+            // `1.1 (asset first), 2.1`: a note in parentheses is no ID; `none`, `-` no task.
+            "Depends" => {
+                let ids = items(&NOTE.replace_all(value, ""));
+                let none = |d: &String| {
+                    matches!(d.to_ascii_lowercase().as_str(), "none" | "-" | "—" | "n/a")
+                };
+                line.depends.extend(ids.into_iter().filter(|d| !none(d)));
+            }
+            _ => line.boundary.extend(items(value)),
         }
     }
 }
@@ -290,6 +302,7 @@ pub(crate) fn derive(
         .collect();
     let mut between: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
     chain(&order, group_parallel, true, &mut between);
+    yield_to_explicit(p, &mut between);
     for (&k, before) in &between {
         for &b in before {
             for &s in &sources[k] {
@@ -321,6 +334,43 @@ pub(crate) fn derive(
         resolved.insert(n, out);
     }
     Ok(resolved)
+}
+
+/// The order of the numbers yields to `_Depends:_`: when a line of a group waits for a later
+/// group (`8.1` on `_Depends: 9.1_`), the later group no longer waits for the earlier one
+/// (`between`: the groups each group waits for) but for what that one waits for; what
+/// waited for the later group waits for the earlier one too.
+fn yield_to_explicit(p: &Parsed, between: &mut BTreeMap<usize, BTreeSet<usize>>) {
+    let group_of: BTreeMap<&str, usize> = p
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(k, g)| (g.number.as_str(), k))
+        .collect();
+    let mut forward = BTreeSet::new();
+    for l in &p.lines {
+        let from = group_of[l.major.as_str()];
+        for d in &l.depends {
+            let major = d.trim_end_matches('.').split('.').next().unwrap_or("");
+            if let Some(&to) = group_of.get(major)
+                && to > from
+            {
+                forward.insert((from, to));
+            }
+        }
+    }
+    for (earlier, later) in forward {
+        if between.get_mut(&later).is_some_and(|w| w.remove(&earlier)) {
+            let inherited = between.get(&earlier).cloned().unwrap_or_default();
+            between.entry(later).or_default().extend(inherited);
+            // What waited for the later group still comes after the earlier one.
+            for (&k, waits) in between.iter_mut() {
+                if k != earlier && waits.contains(&later) {
+                    waits.insert(earlier);
+                }
+            }
+        }
+    }
 }
 
 /// The Spec Kit chain rule over `items`: an item without `(P)` waits for the previous one

@@ -265,3 +265,42 @@ fn a_task_marked_with_a_mark_kiro_does_not_write_is_refused_at_its_line() {
         )
     );
 }
+
+/// cc-sdd lists write `_Depends: none (independent of 1.1)_` for a task that waits for none,
+/// and a note after an ID (`_Depends: 1.1 (asset …), 2.1 (file scaffold)_`): the notes in
+/// parentheses are no IDs, `none` no task.
+#[test]
+fn depends_reads_none_and_ids_with_notes() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/kiro/cc-sdd-depends-notes/tasks.md"
+    ))
+    .unwrap()
+    .replace("- [x]", "- [ ]");
+    let b = built(&text).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    assert_eq!(ids(&b), ["1.1", "1.2", "2.1", "2.3"]);
+    assert!(deps(&b, "1.2").is_empty());
+    assert_eq!(deps(&b, "2.1"), ["1.1", "1.2"]);
+    assert_eq!(deps(&b, "2.3"), ["1.1", "2.1"]);
+}
+
+/// `- [x] 8.1 (P) Add an assertion …` with `_Depends: 1.1, 9.1_`: a subtask waiting for one
+/// of a later major task. The order the numbers give (9 after 8) yields to what the team
+/// wrote: major task 9 waits for what 8 waited for, and 8.1 for 9.1; no cycle; 10 comes
+/// after both.
+#[test]
+fn an_explicit_dependency_on_a_later_major_task_overrides_the_number_order() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/kiro/cc-sdd-forward-depends/tasks.md"
+    ))
+    .unwrap()
+    .replace("- [x]", "- [ ]");
+    let b = built(&text).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    assert_eq!(ids(&b), ["1.1", "2.1", "8.1", "9.1", "10.1"]);
+    assert_eq!(deps(&b, "2.1"), ["1.1"]);
+    assert_eq!(deps(&b, "9.1"), ["2.1"]);
+    assert_eq!(deps(&b, "8.1"), ["1.1", "2.1", "9.1"]);
+    // Major task 10 still comes after both.
+    assert_eq!(deps(&b, "10.1"), ["8.1", "9.1"]);
+}

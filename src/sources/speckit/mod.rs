@@ -3,11 +3,14 @@
 //!
 //! Spec Kit's `/tasks` command writes `specs/<NNN-feature>/tasks.md` from its public
 //! `templates/tasks-template.md`: `## Phase N: …` sections of task lines
-//! `- [ ] T012 [P] [US1] Create User model in src/models/user.py`. [`parse()`] reads one, and
+//! `- [ ] T012 [P] [US1] Create User model in src/models/user.py` (also read: the markers
+//! before the ID, `- [ ] [P] T012 …`, and a colon after it, `T012:`; a task inserted later is
+//! `T012a` or `T012.1`). [`parse()`] reads one, and
 //! [`build`] makes it a plan by these rules:
 //!
 //! - **Phases run in order.** A `## ` section holding task lines is a phase (so is a section
-//!   under a `###` or `####` heading that starts with `Phase`); a tasks.md with no section is
+//!   under a `###` or `####` heading that starts with `Phase` and its number — not the
+//!   template's `### Phase Dependencies`); a tasks.md with no section is
 //!   one phase. Fenced code blocks and HTML comments are skipped, by the one line scanner
 //!   parsing and ticking share; a UTF-8 BOM is ignored.
 //! - **`[P]`**: within a phase, a `[P]` task may run together with the others; a task without
@@ -26,7 +29,8 @@
 //!   (`pure::join`: a task of the plan with no work, named after the phases it joins, never
 //!   run, counted, shown or ticked) that waits for the N and that the M wait for. Joins come
 //!   after every task in the plan, so a task's plan index is its place in the file.
-//! - **`- [x]` / `- [X]`** tasks are completed. A ticked task orders nothing by itself, the path
+//! - **`- [x]` / `- [X]`** tasks are completed; a task struck through (`- [x] ~~T016 …~~ -
+//!   REMOVED`) is withdrawn: no task, said as a warning at its line. A ticked task orders nothing by itself, the path
 //!   through it still does (`pure::graph::order_through_finished`): a phase whose last task is
 //!   ticked still holds the next phase back until its open tasks are done.
 //! - **Files**: paths named in a task's text — backticked (`` `src/app.py` ``, `` `.env` ``,
@@ -38,15 +42,18 @@
 //!   creates (Create, Add, Implement, Write, Generate, Initialize, Scaffold, Define, Build,
 //!   Setup, Set up) or it is a test task (`Contract test for …`);
 //!   every other mention modifies it. Directories (`docs/`) and placeholders (`[name].py`) are
-//!   not files. A task naming no file conflicts with nothing and is flagged with a warning.
+//!   not files, nor is a path from the file system's root or a home directory
+//!   (`~/.app/config.toml`: a place on the machine the text talks about). A task naming no
+//!   file conflicts with nothing and is flagged with a warning.
 //! - **Context**: the feature folder's `spec.md`, `plan.md`, `data-model.md`, `research.md`,
 //!   `quickstart.md` and the files under `contracts/` (those that exist) are every task's
 //!   context files; the task line, its phase's goal (`**Goal**:` or `**Purpose**:`) and
 //!   `**Independent Test**:` are in its description.
 //! - **Errors** name the line and come with a hint: a task line without an ID or checkbox or
-//!   description, a duplicate ID, an unknown ID in `depends on`, a cycle (as a path of IDs), a
-//!   path no task may name (outside the repository, in `.git/`, the generated plan, through a
-//!   linked directory), each at its line with the task's ID.
+//!   description (a checkbox without an ID nested under a task is that task's own checklist,
+//!   no task), a duplicate ID, an unknown ID in `depends on`, a cycle (as a path of IDs), a
+//!   path no task may name (out of the repository through `..`, in `.git/`, the generated
+//!   plan, through a linked directory), each at its line with the task's ID.
 //!
 //! State: [`SpecKit`] is a [`Reader`] like every task-list format, so what follows is
 //! shared (`sources::prepare`, `sources::write_back`, `sources::own_file`): the generated plan

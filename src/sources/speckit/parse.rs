@@ -81,40 +81,50 @@ pub struct Parsed {
 static CHECKBOX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+\[([ xX])\]\s*(.*)$").unwrap());
 /// A task line without a checkbox of Spec Kit's: none, or another mark (`[~]`).
-static NO_CHECKBOX: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*[-*+]\s+(\[[^\]]?\]\s*)?(T\d+[A-Za-z]?)\b").unwrap());
+static NO_CHECKBOX: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*[-*+]\s+(\[[^\]]?\]\s*)?(T\d+(?:[A-Za-z]|\.\d+)?)\b").unwrap()
+});
 /// A dependency written as a list item (`- T008 blocks T009, T015`, the template's
 /// `## Dependencies` list until 2025; `- T009 depends on T008`).
 static STATED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*[-*+]\s+\**(T\d+[A-Za-z]?)\**\s+(?i:(blocks|depends\s+on))\s*:?\s+(.*)$")
-        .unwrap()
+    Regex::new(
+        r"^\s*[-*+]\s+\**(T\d+(?:[A-Za-z]|\.\d+)?)\**\s+(?i:(blocks|depends\s+on))\s*:?\s+(.*)$",
+    )
+    .unwrap()
 });
 /// A task ID: `T012`, or `T012a` for one inserted after the list was numbered; in bold too
-/// (`**T012**`).
-static ID: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\**(T\d+[A-Za-z]?)\**(?:\s+|$)(.*)$").unwrap());
+/// (`**T012**`); a colon may end it (`T012:`, `**T012**:`, `**T012:**`).
+static ID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\**(T\d+(?:[A-Za-z]|\.\d+)?)(?::\**|\**:?)(?:\s+|$)(.*)$").unwrap()
+});
 /// A task ID anywhere, and a word that orders tasks: a line with both that is read as no
 /// dependency is named ([`read`]'s `unread`).
-static ANY_ID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bT\d+[A-Za-z]?\b").unwrap());
+static ANY_ID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\bT\d+(?:[A-Za-z]|\.\d+)?\b").unwrap());
 static ORDER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:depend\w*|requires?|needs?|after|before|blocks?|blocked|waits?|then|first|sequential\w*|prerequisites?)\b|→|->|⟶|─►").unwrap()
 });
 static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*(.*)$").unwrap());
+/// The markers written before a task's ID (`- [ ] [P] T005 …`), as many lists put them.
+static LEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(?:\[(?:P|US\d+)\]\s*)+").unwrap());
 static DEPENDS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\(\s*depends\s+on\s*:?\s*([^)]*)\)").unwrap());
 /// What looks like a dependency but is not `(depends on …)`: `(depend on T001)`, `(requires
 /// T002)`, `(after T003)`, `(blocked by T004)`, `(deps: T005)`.
 static NEAR_DEPENDS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\(\s*(?:depend(?:s|ing|ent|ency|encies)?(?:\s+(?:on|upon))?|deps?|requires?|needs?|after|blocked\s+by|waits?\s+(?:for|on))\b[^)]*\bT\d+[^)]*\)|\b(?:depends?\s+(?:on|upon)|blocked\s+by|requires|needs|waits?\s+(?:for|on))\s*:?\s*\**T\d+[A-Za-z]?").unwrap()
+    Regex::new(r"(?i)\(\s*(?:depend(?:s|ing|ent|ency|encies)?(?:\s+(?:on|upon))?|deps?|requires?|needs?|after|blocked\s+by|waits?\s+(?:for|on))\b[^)]*\bT\d+[^)]*\)|\b(?:depends?\s+(?:on|upon)|blocked\s+by|requires|needs|waits?\s+(?:for|on))\s*:?\s*\**T\d+(?:[A-Za-z]|\.\d+)?").unwrap()
 });
 static FIELD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\*\*([^*:]+):?\*\*\s*:?\s*(.*)$").unwrap());
-/// A `## ` heading, or a deeper one that names a phase (`### Phase 3.1: Setup`).
+/// A `## ` heading, or a deeper one that names a phase by its number (`### Phase 3.1: Setup`,
+/// not the template's `### Phase Dependencies`).
 static SECTION: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(?:##\s|#{3,4}\s+(?i:phase)\b)").unwrap());
-/// A heading that names a phase or a user story: where task lines are.
-static PHASE_HEADING: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)\b(?:phase|user\s+story)\b").unwrap());
+    LazyLock::new(|| Regex::new(r"^(?:##\s|#{3,4}\s+(?i:phase)\s*(?:\d|(?i:[ivx]+)\b))").unwrap());
+/// A heading that names a phase or a user story (by its number, or the final phase): where
+/// task lines are.
+static PHASE_HEADING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:phase\s*(?:\d|[ivx]+\b)|final\s+phase|user\s+story\s*\d)").unwrap()
+});
 static STORY_HEADING: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\buser\s+story\s+\d+").unwrap());
 static BACKTICK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").unwrap());
@@ -123,21 +133,40 @@ static EXTENSION: LazyLock<Regex> =
 
 static DOTFILE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\.[A-Za-z0-9][\w.-]*$").unwrap());
 
+/// A checkbox line's text (trimmed) split where its ID starts: the markers before it (`[P] `),
+/// and the rest.
+fn split_lead(text: &str) -> (&str, &str) {
+    text.split_at(LEAD.find(text).map_or(0, |m| m.end()))
+}
+
 fn id_number(id: &str) -> Option<u64> {
     id.strip_prefix('T').and_then(|n| n.parse().ok())
 }
 
+/// The keys [`id_key`] gives one number's IDs: the number's own, then its letters (`a` is 1),
+/// then from [`DOTTED`] on its dotted IDs (`.1` is `DOTTED + 1`).
+const SUFFIXES: u64 = 1 << 16;
+const DOTTED: u64 = 32;
+
 /// Which task an ID names: its number and the letter after it, in any case (`T010a` and
-/// `T010A` one task, `T010` and `T10` another); `None` for no task ID.
+/// `T010A` one task, `T010` and `T10` another), or the number after a dot (`T231.1`, as
+/// some lists number a task inserted after T231); `None` for no task ID.
 fn id_key(id: &str) -> Option<u64> {
-    let (number, letter) = match id.strip_suffix(|c: char| c.is_ascii_alphabetic()) {
-        Some(number) => (
+    let (number, suffix) = match (
+        id.split_once('.'),
+        id.strip_suffix(|c: char| c.is_ascii_alphabetic()),
+    ) {
+        (Some((number, sub)), _) => (
+            number,
+            DOTTED + sub.parse::<u64>().ok().filter(|&n| n < SUFFIXES - DOTTED)?,
+        ),
+        (None, Some(number)) => (
             number,
             u64::from(id.as_bytes()[number.len()].to_ascii_lowercase() - b'a' + 1),
         ),
-        None => (id, 0),
+        (None, None) => (id, 0),
     };
-    Some(id_number(number)?.checked_mul(32)? + letter)
+    Some(id_number(number)?.checked_mul(SUFFIXES)? + suffix)
 }
 
 /// Reads `text` (the tasks.md at `path`, repository-relative, used in messages).

@@ -1084,3 +1084,183 @@ fn bold_ids_are_read_and_an_order_in_prose_is_named() {
         ]
     );
 }
+
+/// Real tasks.md files, excerpted in `tests/fixtures/speckit/public/` (its README names each
+/// one's repository).
+fn public(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/speckit/public/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The template's `## Dependencies & Execution Order` has a `### Phase Dependencies`
+/// subsection, and its `### Parallel Opportunities` that follows names tasks in list items
+/// (`- T002, T003, T004 可并行`). That heading names no phase of tasks: those lines are a
+/// summary, not tasks missing their checkbox.
+#[test]
+fn the_templates_phase_dependencies_heading_is_no_phase() {
+    let p = read(&public("phase-dependencies.md"));
+    assert_eq!(p.tasks.len(), 4);
+    assert_eq!(p.phases.len(), 1);
+    assert_eq!(
+        p.warnings
+            .iter()
+            .filter(|w| w.contains("not read as tasks"))
+            .collect::<Vec<_>>(),
+        [
+            "specs/x/tasks.md:20: \"- T002, T003, T004 可并行\" and the like under \"Dependencies & Execution Order\" are not read as tasks (no task line there)"
+        ]
+    );
+}
+
+/// `- [x] T101: serve コマンドの契約テスト作成` — a colon after the ID, as many generated
+/// lists write it: the task T101, its description after the colon.
+#[test]
+fn a_colon_after_the_id_is_read_as_the_ids_end() {
+    let p = read(&public("colon-after-id.md"));
+    let read: Vec<(&str, bool)> = p.tasks.iter().map(|t| (t.id.as_str(), t.done)).collect();
+    assert_eq!(
+        read,
+        [
+            ("T101", true),
+            ("T102", true),
+            ("T103", true),
+            ("T104", true),
+            ("T105", true),
+            ("T106", true),
+            ("T107", true)
+        ]
+    );
+    assert_eq!(
+        task(&p, "T104").text,
+        "serve コマンド実装（main.cppでrun_node呼び出し）"
+    );
+    assert_eq!(deps_of(&p, "T107"), ["T106"]);
+}
+
+/// `- [X] ~~T016 [P] Create AuthSession schema in …~~ - REMOVED (JWT sessions used instead)`:
+/// a task struck through is withdrawn. It is no task (never run, never ticked, its file no
+/// task's), said as a warning at its line; the tasks around it keep their order.
+#[test]
+fn a_struck_through_task_is_withdrawn() {
+    let text = public("struck-through.md");
+    let p = read(&text);
+    let kept: Vec<&str> = p.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(kept, ["T013", "T014", "T015", "T017", "T018", "T019"]);
+    assert_eq!(deps_of(&p, "T018"), ["T014", "T015", "T017"]);
+    assert_eq!(
+        p.warnings
+            .iter()
+            .filter(|w| w.contains("struck"))
+            .collect::<Vec<_>>(),
+        ["specs/x/tasks.md:6: task T016 is struck through: withdrawn, not read as a task"]
+    );
+    // Struck-through text that names no task (a checklist item withdrawn) is not said.
+    let p = read(&format!(
+        "{text}- [x] ~~`supported_models.json` の定義~~ **廃止予定**\n"
+    ));
+    assert_eq!(p.tasks.len(), 6);
+    assert_eq!(
+        p.warnings.iter().filter(|w| w.contains("struck")).count(),
+        1
+    );
+}
+
+/// `T017 [US2] Explain configuration hierarchy (.aikit/config.toml → ~/.aikit/config.toml →
+/// defaults)`: a path in the home directory (or from the file system's root) is a place on
+/// the machine the text talks about, no file of the repository; it is no file of the task,
+/// and no reason to refuse the list (`..`, `.git/` and the plan itself still are).
+#[test]
+fn a_path_outside_the_repository_in_a_tasks_text_is_no_file_of_it() {
+    let p = read(&public("home-path.md"));
+    assert_eq!(p.tasks.len(), 4);
+    let t = task(&p, "T017");
+    assert_eq!(
+        (t.create.clone(), t.modify.clone()),
+        (vec![], ids(&[".aikit/config.toml"]))
+    );
+    let text = "- [ ] T001 Read /etc/hosts and write `/etc/dagexec.conf` in src/conf.py\n";
+    assert_eq!(read(text).tasks[0].modify, ["src/conf.py"]);
+}
+
+/// `- [x] [P] T030 Unit Test: …`: the markers written before the ID, as many lists write them
+/// (and `- [ ] [P] T005 [P] Setup …` both sides): the task T030, `[P]`.
+#[test]
+fn markers_before_the_id_are_the_tasks_markers() {
+    let p = read(&public("marker-before-id.md"));
+    let marked: Vec<(&str, bool)> = p
+        .tasks
+        .iter()
+        .map(|t| (t.id.as_str(), t.parallel))
+        .collect();
+    assert_eq!(
+        marked,
+        [
+            ("T026", false),
+            ("T027", false),
+            ("T028", false),
+            ("T029", false),
+            ("T030", true),
+            ("T031", true)
+        ]
+    );
+    assert_eq!(
+        task(&p, "T031").text,
+        "Unit Test: 未対応アーキテクチャのエラー応答"
+    );
+    let both = read("- [ ] [P] T005 [P] [US1] Setup `data/raw/x.csv`\n");
+    let t = &both.tasks[0];
+    assert_eq!(
+        (t.parallel, t.story.as_deref(), t.text.as_str()),
+        (true, Some("US1"), "Setup `data/raw/x.csv`")
+    );
+}
+
+/// `- [x] T231.1 [P] [US8] Create HistoricalStatisticsDto …`: tasks inserted after T231 and
+/// numbered with a dot, as `T231a` would be: each a task of its own, named so in `depends on`
+/// (one by one or as a range `T231.1-T231.3`).
+#[test]
+fn a_number_after_a_dot_is_a_task_of_its_own() {
+    let text = public("dotted-ids.md");
+    let p = read(&text);
+    let ids_read: Vec<&str> = p.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(
+        ids_read,
+        [
+            "T233", "T234", "T235", "T231.1", "T231.2", "T231.3", "T231.4", "T231.5", "T231.6",
+            "T231.7"
+        ]
+    );
+    assert_eq!(deps_of(&p, "T231.3"), ["T235", "T231.1", "T231.2"]);
+    let more = format!(
+        "{text}- [ ] T236 Chart legend in `src/legend.ts` (depends on T231.1-T231.3, T231.7)\n"
+    );
+    let p = read(&more);
+    assert_eq!(
+        deps_of(&p, "T236"),
+        ["T231.1", "T231.2", "T231.3", "T231.6", "T231.7"]
+    );
+}
+
+/// `- [x] T007.3 技術制約テスト追加` with `  - [x] SupportsSafetensorsAndGgufFormats` nested under
+/// it: a checkbox without an ID indented under a task is that task's own checklist, no task
+/// missing its ID (one at a task line's own depth still is).
+#[test]
+fn a_checklist_nested_under_a_task_is_part_of_it() {
+    let text = public("nested-checklist.md");
+    let p = read(&text);
+    let ids_read: Vec<&str> = p.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids_read, ["T007", "T007.1", "T007.3", "T007.4"]);
+    assert_eq!(deps_of(&p, "T007.4"), ["T007.3"]);
+    let open = text.replace("- [x]", "- [ ]");
+    let ticked = parse::tick("t.md", &open, &done(&["T007.3"])).unwrap();
+    assert_eq!(ticked, open.replacen("- [ ] T007.3", "- [x] T007.3", 1));
+    let e = parse("t.md", &format!("{text}- [ ] Not nested\n")).unwrap_err();
+    let said: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        ["t.md:14: the checkbox line \"Not nested\" has no task ID"]
+    );
+}

@@ -43,8 +43,10 @@ const READING_VERBS: &[&str] = &[
 /// file path (a file name with an extension that has a `/` in it, follows `in`, `at`,
 /// `to`, `into`, `from`, `under`, or is the object of the task's verb unless that verb only
 /// reads: `Update README.md`, not `Run quickstart.md validation`). Directories (`docs/`) and placeholders (`[name].py`) are not files.
-/// Returns the files (normalised) and the paths no task may name (absolute, `..`, in `.git/`,
-/// the generated plan at `plan_rel`, the task list `tasks_md` itself), each with why.
+/// A path from the file system's root or a home directory (`~/.app/config.toml`) names no file
+/// of the repository, so none of the task's.
+/// Returns the files (normalised) and the paths no task may name (`..`, in `.git/`, the
+/// generated plan at `plan_rel`, the task list `tasks_md` itself), each with why.
 pub(super) fn files_of(
     text: &str,
     tasks_md: &str,
@@ -105,6 +107,8 @@ pub(super) fn files_of(
                 None if !files.contains(&n) => files.push(n),
                 None => {}
             },
+            // `~/.config/x.toml`, `/etc/hosts`: a place on the machine the text talks about.
+            Err(crate::pure::paths::Unclean::Absolute) => {}
             Err(e) => problems.push((f, e.to_string())),
         }
     }

@@ -2,8 +2,9 @@
 //! yet).
 
 use super::{
-    ANY_ID, CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, ORDER, PHASE_HEADING, Parsed, Phase,
-    SECTION, STATED, STORY_HEADING, TaskLine, files_of, id_key,
+    ANY_ID, CHECKBOX, DEPENDS, DOTTED, FIELD, ID, MARKER, NO_CHECKBOX, ORDER, PHASE_HEADING,
+    Parsed, Phase, SECTION, STATED, STORY_HEADING, SUFFIXES, TaskLine, files_of, id_key,
+    split_lead,
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
@@ -27,6 +28,7 @@ pub(super) fn read_lines(
         section_no: 0,
         tasked: tasked_sections(text),
         warned: BTreeSet::new(),
+        task_indent: None,
     };
     for content in content_lines(text) {
         r.line(&content);
@@ -66,6 +68,9 @@ struct LinesRead<'a> {
     section_no: usize,
     tasked: BTreeSet<usize>,
     warned: BTreeSet<usize>,
+    /// How far the section's last task line is indented: a checkbox line without an ID
+    /// indented deeper is that task's own checklist.
+    task_indent: Option<usize>,
 }
 
 /// The sections (numbered as [`LinesRead::section_no`]) with a task line.
@@ -78,7 +83,7 @@ fn tasked_sections(text: &str) -> BTreeSet<usize> {
             section_no += 1;
         } else if CHECKBOX
             .captures(trimmed)
-            .is_some_and(|c| ID.is_match(c[2].trim()))
+            .is_some_and(|c| ID.is_match(split_lead(c[2].trim()).1))
         {
             tasked.insert(section_no);
         }
@@ -110,6 +115,7 @@ impl LinesRead<'_> {
             });
             self.section_phase = None;
             self.section_no += 1;
+            self.task_indent = None;
             return;
         }
         if let Some(c) = FIELD.captures(trimmed) {
@@ -202,7 +208,9 @@ impl LinesRead<'_> {
 
     /// A checkbox line's task as written (ID, line, checkbox, markers and description; its
     /// phase, dependencies and files not read yet); `None` (an error kept) when it has no ID or
-    /// no description, or is no checkbox line.
+    /// no description, or is no checkbox line; `None` (a warning kept) when it is struck
+    /// through (`- [x] ~~T016 …~~ - REMOVED`): a task withdrawn; `None` when it has no ID and
+    /// is nested under a task line: that task's own checklist.
     fn head(&mut self, content: &Content<'_>) -> Option<TaskLine> {
         let line = content.text;
         let trimmed = line.trim_start();
@@ -211,7 +219,24 @@ impl LinesRead<'_> {
         let checkbox =
             content.start + (line.len() - trimmed.len()) + c.get(1).map_or(0, |m| m.start());
         let rest = c[2].trim();
-        let Some(idc) = ID.captures(rest) else {
+        if let Some(struck) = rest.strip_prefix("~~") {
+            // Struck-through checklist text (no task ID) is said nowhere.
+            if let Some(id) = ANY_ID.find(struck) {
+                self.out.warnings.push(format!(
+                    "{}:{}: task {} is struck through: withdrawn, not read as a task",
+                    self.path,
+                    content.number,
+                    id.as_str()
+                ));
+            }
+            return None;
+        }
+        let (lead, after) = split_lead(rest);
+        let indent = line.len() - trimmed.len();
+        let Some(idc) = ID.captures(after) else {
+            if self.task_indent.is_some_and(|under| indent > under) {
+                return None;
+            }
             self.doubtful(
                 content.number,
                 trimmed,
@@ -221,7 +246,7 @@ impl LinesRead<'_> {
             return None;
         };
         let id = idc[1].to_string();
-        let mut body = idc[2].trim().to_string();
+        let mut body = format!("{lead}{}", idc[2].trim());
         let (mut parallel, mut story) = (false, None);
         while let Some(m) = MARKER.captures(&body) {
             if &m[1] == "P" {
@@ -239,6 +264,7 @@ impl LinesRead<'_> {
             );
             return None;
         }
+        self.task_indent = Some(indent);
         Some(TaskLine {
             id,
             line: content.number,
@@ -409,7 +435,8 @@ pub(crate) fn read_lines_for_tests(path: &str, text: &str) -> (Parsed, BTreeMap<
 }
 
 /// The IDs of a range `T003-T005` (`–`, `..`), written as wide as its first ID, or of one
-/// number's letters `T004a-T004d`; `None` for a token that is not a range.
+/// number's letters `T004a-T004d` or dotted IDs `T231.1-T231.4`; `None` for a token that is
+/// not a range.
 fn id_range(token: &str) -> Option<Result<Vec<String>, &'static str>> {
     let (a, b) = token
         .split_once("..")
@@ -420,17 +447,23 @@ fn id_range(token: &str) -> Option<Result<Vec<String>, &'static str>> {
     if to < from {
         return Some(Err("goes backwards"));
     }
-    let letters = (from % 32, to % 32);
-    if letters.0 > 0 && letters.1 > 0 && from / 32 == to / 32 {
+    let suffixes = (from % SUFFIXES, to % SUFFIXES);
+    let one_number = from / SUFFIXES == to / SUFFIXES;
+    if one_number && suffixes.0 >= DOTTED {
+        let stem = &a[..=a.find('.').unwrap_or(0)];
+        let ids = (suffixes.0..=suffixes.1).map(|n| format!("{stem}{}", n - DOTTED));
+        return Some(Ok(ids.collect()));
+    }
+    if one_number && suffixes.0 > 0 && suffixes.1 < DOTTED {
         let (stem, last) = a.split_at(a.len() - 1);
         let first = last.as_bytes()[0];
         let ids = (first..=first + (to - from) as u8).map(|c| format!("{stem}{}", char::from(c)));
         return Some(Ok(ids.collect()));
     }
-    if letters != (0, 0) {
+    if suffixes != (0, 0) {
         return Some(Err("mixes lettered IDs and numbers"));
     }
-    let (from, to) = (from / 32, to / 32);
+    let (from, to) = (from / SUFFIXES, to / SUFFIXES);
     if to - from >= 1000 {
         return Some(Err("spans more than 1000 tasks"));
     }
