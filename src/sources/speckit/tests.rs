@@ -1264,3 +1264,16 @@ fn a_checklist_nested_under_a_task_is_part_of_it() {
         ["t.md:14: the checkbox line \"Not nested\" has no task ID"]
     );
 }
+
+/// `(Depends on T003, T004, T008.)`: a list that ends its sentence inside the parentheses. The
+/// full stop ends the last ID; the list was refused (`"T008." is not a task ID`).
+#[test]
+fn a_full_stop_after_the_last_depends_on_id_ends_it() {
+    let p = read(&public("markdown-links.md"));
+    assert_eq!(p.tasks.len(), 11);
+    assert_eq!(
+        task(&p, "T009").depends_on,
+        ["T003", "T004", "T008"].map(String::from)
+    );
+    assert_eq!(task(&p, "T012").depends_on, ["T009"].map(String::from));
+}

@@ -322,7 +322,8 @@ impl LinesRead<'_> {
         for d in DEPENDS.captures_iter(body) {
             for token in d[1]
                 .split([',', ';', ' '])
-                .map(str::trim)
+                // `(Depends on T003, T008.)`: a full stop ends the sentence, not the ID.
+                .map(|t| t.trim().trim_end_matches('.'))
                 .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and"))
             {
                 if token.eq_ignore_ascii_case("none") {
