@@ -1277,3 +1277,48 @@ fn a_full_stop_after_the_last_depends_on_id_ends_it() {
     );
     assert_eq!(task(&p, "T012").depends_on, ["T009"].map(String::from));
 }
+
+/// `Create [packages/web/…/ClockAdjuster.tsx](../../packages/web/…/ClockAdjuster.tsx)` in
+/// story one and `Extend [packages/web/…/ClockAdjuster.tsx](…)` in story two: a file named as
+/// a Markdown link is the task's file, so two stories that change it are kept apart. A link's
+/// target starting with `./` or `../` is relative to the tasks.md's folder (as GitHub renders
+/// it), one starting with `/` to the repository root, any other to the root as every path in
+/// a task's text is; a link to the feature's own design documents names its context (every
+/// task has it), not its work; a web address is no file (its text is read as text).
+#[test]
+fn a_file_named_as_a_markdown_link_is_the_tasks() {
+    let p = read(&public("markdown-links.md"));
+    let files = |id: &str| {
+        let t = task(&p, id);
+        (t.create.clone(), t.modify.clone())
+    };
+    let adjuster = "packages/web/src/components/game/ClockAdjuster.tsx";
+    assert_eq!(files("T009"), (ids(&[adjuster]), vec![]));
+    assert_eq!(files("T012"), (vec![], ids(&[adjuster])));
+    assert_eq!(
+        files("T002"),
+        (ids(&["packages/web/src/lib/store.test.ts"]), vec![])
+    );
+    assert!(!p.warnings.iter().any(|w| w.contains("names no file")));
+    let p = read(concat!(
+        "- [ ] T001 Update [`src/x.ts`](src/x.ts) and [the y](/src/y.ts#L3 \"y\")\n",
+        "- [ ] T002 Note in [notes](./notes.md), see [spec.md](spec.md), [z](https://h/z.ts)\n",
+        "- [ ] T003 Document [docs/](../../docs/) in [`contracts/api.md`](contracts/api.md)\n",
+    ));
+    assert_eq!(p.tasks[0].modify, ["src/x.ts", "src/y.ts"]);
+    assert_eq!(p.tasks[1].modify, ["specs/x/notes.md"]);
+    assert!(p.tasks[2].modify.is_empty());
+    let e = parse(
+        "specs/x/tasks.md",
+        "- [ ] T001 Edit [c](../../../c.ts) and [g](../../.git/config)\n",
+    )
+    .unwrap_err();
+    let said: Vec<String> = e.iter().map(|p| p.message.clone()).collect();
+    assert_eq!(
+        said,
+        [
+            "specs/x/tasks.md:1: task T001 names the file \"../../../c.ts\", which leads out of the repository",
+            "specs/x/tasks.md:1: task T001 names the file \".git/config\", which points into .git/"
+        ]
+    );
+}

@@ -1,6 +1,6 @@
 //! The files a task names, and which of them it creates.
 
-use super::{BACKTICK, DEPENDS, DOTFILE, EXTENSION, Parsed};
+use super::{BACKTICK, DEPENDS, DOTFILE, EXTENSION, LINK, Parsed};
 use std::collections::BTreeSet;
 
 /// File names without an extension that a backticked word names.
@@ -44,7 +44,7 @@ const READING_VERBS: &[&str] = &[
 /// `to`, `into`, `from`, `under`, or is the object of the task's verb unless that verb only
 /// reads: `Update README.md`, not `Run quickstart.md validation`). Directories (`docs/`) and placeholders (`[name].py`) are not files.
 /// A path from the file system's root or a home directory (`~/.app/config.toml`) names no file
-/// of the repository, so none of the task's.
+/// of the repository, so none of the task's. A Markdown link names its target ([`link_file`]).
 /// Returns the files (normalised) and the paths no task may name (`..`, in `.git/`, the
 /// generated plan at `plan_rel`, the task list `tasks_md` itself), each with why.
 pub(super) fn files_of(
@@ -54,13 +54,25 @@ pub(super) fn files_of(
 ) -> (Vec<String>, Vec<(String, String)>) {
     let text = DEPENDS.replace_all(text, "");
     let mut found: Vec<String> = Vec::new();
+    let mut problems = Vec::new();
+    // A Markdown link names its target; the link's text is only its label.
+    let text = LINK.replace_all(&text, |c: &regex::Captures<'_>| {
+        let target = c.get(2).or(c.get(3)).map_or("", |m| m.as_str());
+        let target = target.split(['#', '?']).next().unwrap_or_default();
+        if target.is_empty() || target.contains(':') {
+            // A web address or an anchor: the text is read as any text.
+            return c[1].to_string();
+        }
+        match link_file(target, tasks_md) {
+            Ok(Some(f)) if named(&f) && !target.ends_with('/') => found.push(f),
+            Ok(_) => {}
+            Err(why) => problems.push((target.to_string(), why.to_string())),
+        }
+        " ".to_string()
+    });
     for c in BACKTICK.captures_iter(&text) {
         let s = c[1].trim();
-        let named = s.contains('/')
-            || EXTENSION.is_match(s)
-            || DOTFILE.is_match(s)
-            || KNOWN_FILES.contains(&s);
-        if !s.contains(char::is_whitespace) && named {
+        if !s.contains(char::is_whitespace) && named(s) {
             found.push(s.to_string());
         }
     }
@@ -89,7 +101,6 @@ pub(super) fn files_of(
         }
     }
     let mut files = Vec::new();
-    let mut problems = Vec::new();
     for f in found {
         if f.ends_with('/') {
             continue;
@@ -113,6 +124,35 @@ pub(super) fn files_of(
         }
     }
     (files, problems)
+}
+
+/// Whether a backticked word or a link's path names a file: it has a `/` or an extension, or
+/// is a dotfile or a name like `Makefile`.
+fn named(s: &str) -> bool {
+    s.contains('/') || EXTENSION.is_match(s) || DOTFILE.is_match(s) || KNOWN_FILES.contains(&s)
+}
+
+/// The file a link's `target` (no web address) in the tasks.md at `tasks_md` names: from the
+/// tasks.md's folder when it starts with `./` or `../` (as GitHub renders it), from the
+/// repository root when it starts with `/` (as GitHub does) or with neither (as every path in
+/// a task's text is read, and as lists write them: `[src/app.ts](src/app.ts)`). `Some(None)`
+/// `Ok(None)` for the feature's own design documents (its context, not a task's work:
+/// `[plan.md](plan.md)`), an error for a target out of the repository.
+fn link_file(target: &str, tasks_md: &str) -> Result<Option<String>, &'static str> {
+    let from_root = target.strip_prefix('/');
+    let path = match from_root {
+        Some(t) => t.to_string(),
+        None => crate::pure::paths::resolve_link(tasks_md, target)
+            .ok_or("leads out of the repository")?,
+    };
+    let folder = tasks_md.rsplit_once('/').map_or("", |(d, _)| d);
+    let in_folder = path.strip_prefix(folder).and_then(|p| p.strip_prefix('/'));
+    let design = in_folder.is_some_and(|p| {
+        crate::sources::speckit::CONTEXT_DOCS.contains(&p) || p.starts_with("contracts/")
+    });
+    let relative = target.starts_with("./") || target.starts_with("../");
+    let bare = from_root.is_none() && !relative;
+    Ok((!design).then(|| if bare { target.to_string() } else { path }))
 }
 
 /// `create` for the first task naming a file when its verb creates, else `modify`.
