@@ -29,8 +29,9 @@ pub struct TaskLine {
     pub done: bool,
     /// `[P]`.
     pub parallel: bool,
-    /// `[USn]`, as written (`US1`).
-    pub story: Option<String>,
+    /// The `[USn]` markers, as written (`US1`): one for a story's task, several for work
+    /// those stories share.
+    pub stories: Vec<String>,
     /// The description after the ID and markers (with any `(depends on …)` left in).
     pub text: String,
     /// IDs named by `(depends on …)`, as written.
@@ -176,10 +177,7 @@ fn id_key(id: &str) -> Option<u64> {
 /// Reads `text` (the tasks.md at `path`, repository-relative, used in messages).
 pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
     let (mut out, by_number) = read_lines(path, text)?;
-    for ph in &mut out.phases {
-        let all_stories = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
-        ph.story = ph.story || all_stories;
-    }
+    story_phases(&mut out);
     classify_files(&mut out);
     let derived = derive(path, &out, &by_number, Rule::Chain)?;
     out.deps = derived.deps;
@@ -203,6 +201,15 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
         }
     }
     Ok(out)
+}
+
+/// A phase is a story phase by its heading, or when each of its tasks is one story's (a task
+/// of several stories is work they share: `[US1] [US2] [US3]` in a foundational phase).
+pub(crate) fn story_phases(out: &mut Parsed) {
+    for ph in &mut out.phases {
+        let all_stories = ph.tasks.iter().all(|&t| out.tasks[t].stories.len() == 1);
+        ph.story = ph.story || all_stories;
+    }
 }
 
 /// `text` (the tasks.md at `path`) with the checkbox of every task whose ID is in `done`

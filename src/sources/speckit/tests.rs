@@ -97,7 +97,7 @@ fn template_rules_give_the_edges() {
     assert_eq!(deps_of(&p, "T021"), ids(&["T020"]));
     // Markers and checkboxes.
     let t = task(&p, "T012");
-    assert!(!t.parallel && t.story.as_deref() == Some("US1"));
+    assert!(!t.parallel && t.stories == ["US1"]);
     assert_eq!(t.depends_on, ids(&["T010", "T011"]));
     assert!(task(&p, "T001").done && !task(&p, "T002").done);
     assert_eq!(
@@ -755,10 +755,7 @@ proptest::proptest! {
             }
         }
         let (mut out, by_number) = parse::read_lines_for_tests("t.md", &text);
-        for ph in &mut out.phases {
-            let all = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
-            ph.story = ph.story || all;
-        }
+        parse::story_phases(&mut out);
         let chain = parse::derive("t.md", &out, &by_number, parse::Rule::Chain).unwrap().deps;
         let pairs = parse::derive("t.md", &out, &by_number, parse::Rule::AllPairs).unwrap().deps;
         let n = out.tasks.len();
@@ -1213,8 +1210,12 @@ fn markers_before_the_id_are_the_tasks_markers() {
     let both = read("- [ ] [P] T005 [P] [US1] Setup `data/raw/x.csv`\n");
     let t = &both.tasks[0];
     assert_eq!(
-        (t.parallel, t.story.as_deref(), t.text.as_str()),
-        (true, Some("US1"), "Setup `data/raw/x.csv`")
+        (t.parallel, t.stories.as_slice(), t.text.as_str()),
+        (
+            true,
+            ["US1".to_string()].as_slice(),
+            "Setup `data/raw/x.csv`"
+        )
     );
 }
 
@@ -1321,4 +1322,27 @@ fn a_file_named_as_a_markdown_link_is_the_tasks() {
             "specs/x/tasks.md:1: task T001 names the file \".git/config\", which points into .git/"
         ]
     );
+}
+
+/// `- [x] T006 [US1] [US2] [US3] Define domain_name variable …` in every task of the
+/// foundational phase: a task that serves several stories is work they share, not one
+/// story's. Its phase is no story phase (read as one, the stories after it waited only for
+/// setup and ran beside the foundation they build on), and its prompt names every story (it
+/// named the last one only).
+#[test]
+fn a_task_of_several_stories_is_shared_work_and_names_them_all() {
+    let p = read(&public("several-stories.md"));
+    let stories: Vec<bool> = p.phases.iter().map(|ph| ph.story).collect();
+    assert_eq!(stories, [false, false, true, true, true]);
+    for first in ["T022", "T043", "T049"] {
+        assert_eq!(deps_of(&p, first), ["T008"], "{first}");
+    }
+    let plan = build(&p, "specs/x/tasks.md", &[]);
+    let said = |i: usize| plan.tasks[i].description.clone().unwrap_or_default();
+    assert!(
+        said(2).contains("(user stories US1, US2, US3)"),
+        "{}",
+        said(2)
+    );
+    assert!(said(5).contains("(user story US1)\n"), "{}", said(5));
 }

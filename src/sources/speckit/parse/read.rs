@@ -247,12 +247,12 @@ impl LinesRead<'_> {
         };
         let id = idc[1].to_string();
         let mut body = format!("{lead}{}", idc[2].trim());
-        let (mut parallel, mut story) = (false, None);
+        let (mut parallel, mut stories) = (false, Vec::new());
         while let Some(m) = MARKER.captures(&body) {
             if &m[1] == "P" {
                 parallel = true;
             } else {
-                story = Some(m[1].to_string());
+                stories.push(m[1].to_string());
             }
             body = m[2].trim().to_string();
         }
@@ -270,7 +270,7 @@ impl LinesRead<'_> {
             line: content.number,
             done,
             parallel,
-            story,
+            stories,
             text: body,
             depends_on: Vec::new(),
             create: Vec::new(),
