@@ -17,7 +17,8 @@
 //! - **`_Depends: 1.1, 2_`** adds edges: to a subtask, or to a major task (its last units).
 //!   One on a later major task (`8.1` on `_Depends: 9.1_`) outranks the numbers' order: that
 //!   major task no longer waits for the one the line is in, but for what that one waits for
-//!   (and what came after it still comes after both).
+//!   (and what came after it still comes after both). So does one on a later sibling (`1.1` on
+//!   `_Depends: 1.3_`): 1.3 moves to just before 1.1.
 //!   On a container's line it holds for its first subtasks. A note in parentheses is no ID
 //!   (`_Depends: 1.1 (asset first)_`), and `none` (or `-`) names no task.
 //! - **`- [ ]*` optional** tasks are not run (Kiro's and cc-sdd's deferrable test work): what

@@ -266,7 +266,7 @@ pub(crate) fn derive(
         .iter()
         .map(|g| {
             if g.container(&p.lines) {
-                g.subs.clone()
+                team_order(p, g.subs.clone())
             } else {
                 g.major.into_iter().collect()
             }
@@ -371,6 +371,25 @@ fn yield_to_explicit(p: &Parsed, between: &mut BTreeMap<usize, BTreeSet<usize>>)
             }
         }
     }
+}
+
+/// Subtasks (`subs`, line indices in the numbers' order) in the order `_Depends:_` gives
+/// where it differs: a later sibling one waits for (`1.1` on `_Depends: 1.3_`) moves to just
+/// before it, so it waits for what that one waited for and what came after it still comes
+/// after both (as [`yield_to_explicit`] does between major tasks).
+fn team_order(p: &Parsed, mut subs: Vec<usize>) -> Vec<usize> {
+    for l in subs.clone().into_iter().map(|i| &p.lines[i]) {
+        for d in &l.depends {
+            let at = |id: &str| subs.iter().position(|&k| p.lines[k].id == id);
+            if let (Some(a), Some(b)) = (at(&l.id), at(d.trim_end_matches('.')))
+                && b > a
+            {
+                let later = subs.remove(b);
+                subs.insert(a, later);
+            }
+        }
+    }
+    subs
 }
 
 /// The Spec Kit chain rule over `items`: an item without `(P)` waits for the previous one

@@ -304,3 +304,35 @@ fn an_explicit_dependency_on_a_later_major_task_overrides_the_number_order() {
     // Major task 10 still comes after both.
     assert_eq!(deps(&b, "10.1"), ["8.1", "9.1"]);
 }
+
+/// `- [ ] 1.1 …` with `_Depends: 1.3_`: a subtask waiting for a later sibling. The order the
+/// numbers give (1.1, 1.2, 1.3) yields to what the team wrote, as between major tasks: 1.3
+/// moves to just before 1.1 (it waits for what 1.1 waited for), 1.2 still comes after 1.1;
+/// no cycle. Two siblings that wait for each other still are one (the plan's validation
+/// names it).
+#[test]
+fn an_explicit_dependency_on_a_later_sibling_overrides_the_number_order() {
+    let text = "\
+- [ ] 1. Foundation
+- [ ] 1.1 Wire the client
+  - _Depends: 1.3_
+- [ ] 1.2 Add retries
+- [ ] 1.3 Define the config
+- [ ] 2. Feature
+- [ ] 2.1 Use it
+";
+    let b = built(text).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    assert!(deps(&b, "1.3").is_empty());
+    assert_eq!(deps(&b, "1.1"), ["1.3"]);
+    assert_eq!(deps(&b, "1.2"), ["1.1"]);
+    assert_eq!(deps(&b, "2.1"), ["1.2"]);
+    let both = text.replace(
+        "- [ ] 1.3 Define the config",
+        "- [ ] 1.3 Define the config\n  - _Depends: 1.1_",
+    );
+    let b = built(&both).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    assert_eq!(
+        (deps(&b, "1.1"), deps(&b, "1.3")),
+        (vec!["1.3".to_string()], vec!["1.1".to_string()])
+    );
+}
