@@ -105,6 +105,9 @@ static ANY_ID: LazyLock<Regex> =
 static ORDER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:depend\w*|requires?|needs?|after|before|blocks?|blocked|waits?|then|first|sequential\w*|prerequisites?)\b|→|->|⟶|─►").unwrap()
 });
+/// Task IDs given as an example of their form (`T001, T002...`): no task.
+static EXAMPLE_IDS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:\bT\d+,\s*)*\bT\d+\s*(?:\.{3}|…)").unwrap());
 static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*(.*)$").unwrap());
 /// The markers written before a task's ID (`- [ ] [P] T005 …`), as many lists put them.
 static LEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(?:\[(?:P|US\d+)\]\s*)+").unwrap());

@@ -1346,3 +1346,30 @@ fn a_task_of_several_stories_is_shared_work_and_names_them_all() {
     );
     assert!(said(5).contains("(user story US1)\n"), "{}", said(5));
 }
+
+/// Lines of real lists that name tasks and a word or arrow of order but order none: the
+/// format note `- **TaskID**: Sequential number (T001, T002...)` (IDs as an example of their
+/// form) and the strategy's estimates `7. Phase 5: US3 Testing (T027-T030) → ~30 min`, `1.
+/// Complete Setup + Foundational (T001-T025) → ~55 minutes → Foundation ready` (an arrow
+/// with no task after it). They are not said; an arrow between two tasks still is.
+#[test]
+fn format_notes_and_estimates_are_no_order_in_words() {
+    let text = "- [ ] T001 Create `a.txt`\n\n## Notes\n\
+                - **TaskID**: Sequential number (T001, T002...)\n\
+                2. **Task ID**: Sequential number (T001, T002...) in execution order\n\
+                7. Phase 5: US3 Testing (T027-T030) → ~30 min\n\
+                1. Complete Setup + Foundational (T001-T025) → ~55 minutes → Foundation ready\n\
+                - US2: T011 (single test file) → T012 (single impl file).\n";
+    let p = read(text);
+    let unread: Vec<&String> = p
+        .warnings
+        .iter()
+        .filter(|w| w.contains("does not read"))
+        .collect();
+    assert_eq!(
+        unread,
+        [
+            "specs/x/tasks.md:8: \"- US2: T011 (single test file) → T012 (single impl file).\" orders tasks in words dagexec does not read; write each as `- T012 depends on T010` or as `(depends on T010)` in T012's line"
+        ]
+    );
+}
