@@ -38,9 +38,10 @@
 //!   with a file extension that has a `/`, follows `in`, `at`, `to`, `into`, `from`,
 //!   `under` (`in src/models/user.py`), or is the object of the task's verb when that verb
 //!   does not only read (`Update README.md`, not `Run quickstart.md validation`), or a
-//!   Markdown link's target (`[src/x.ts](../../src/x.ts)`: from the tasks.md's folder after `./`
-//!   or `../`, else from the root; a link to the feature's design documents is context) — are its files, so the overlap rules keep two tasks off one
-//!   file even when both say `[P]`. The first task naming a file creates it when its verb
+//!   Markdown link's target (`[src/x.ts](../../src/x.ts)`: from the tasks.md's folder after
+//!   `./` or `../`, else from the root; a link to the feature's design documents is context)
+//!   — are its files, so the overlap rules keep two tasks off one file even when both say
+//!   `[P]`. The first task naming a file creates it when its verb
 //!   creates (Create, Add, Implement, Write, Generate, Initialize, Scaffold, Define, Build,
 //!   Setup, Set up) or it is a test task (`Contract test for …`);
 //!   every other mention modifies it. Directories (`docs/`) and placeholders (`[name].py`) are
