@@ -240,8 +240,14 @@ fn detail(line: &mut Entry, text: &str) {
 
 /// The files a `_Boundary:_` entry names: the entry, or a part of it in parentheses, that is
 /// one word looking like a path (with a `/`, or a file extension; not ending in `/`).
-/// Component names (`AuthService`, `DB Layer`) name none.
-pub(crate) fn boundary_files(entry: &str) -> Vec<String> {
+/// Component names (`AuthService`, `DB Layer`) name none. A Markdown link is its target, read
+/// from the tasks.md at `file` ([`link_path`](crate::sources::markdown::link_path)).
+pub(crate) fn boundary_files(entry: &str, file: &str) -> Vec<String> {
+    use crate::sources::markdown::{LINK, link_path};
+    let entry = LINK.replace_all(entry, |c: &regex::Captures<'_>| {
+        let target = c.get(2).or(c.get(3)).map_or("", |m| m.as_str());
+        link_path(target, file).unwrap_or_else(|| c[1].to_string())
+    });
     entry
         .split(['(', ')', ',', ';'])
         .map(|t| t.trim().trim_matches('`').trim_end_matches('.'))

@@ -132,10 +132,6 @@ static PHASE_HEADING: LazyLock<Regex> = LazyLock::new(|| {
 static STORY_HEADING: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\buser\s+story\s+\d+").unwrap());
 static BACKTICK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").unwrap());
-/// A Markdown link `[text](target)`, its target in angle brackets or not, a title after it.
-static LINK: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"\[([^\]]*)\]\(\s*(?:<([^>]*)>|([^()\s]*))(?:\s+"[^"]*")?\s*\)"#).unwrap()
-});
 static EXTENSION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[^./][^/]*\.[A-Za-z][A-Za-z0-9]{0,9}$").unwrap());
 
