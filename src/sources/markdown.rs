@@ -1,7 +1,38 @@
 //! The lines of a Markdown file as GitHub renders it, for every reader of a Markdown task list
 //! (Spec Kit's and Kiro's `tasks.md`, a GitHub issue's body): which lines are text, which are
 //! the lines of a fenced code block (with its info string), a fence itself or an HTML comment.
-//! One scanner, so the readers agree on what a reader of the rendered page sees.
+//! One scanner, so the readers agree on what a reader of the rendered page sees; and what a
+//! link in it names.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// A Markdown link `[text](target "title")`: its text (1), its target in angle brackets (2) or
+/// not (3).
+pub(crate) static LINK: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"\[([^\]]*)\]\(\s*(?:<([^>]*)>|([^()\s]*))(?:\s+"[^"]*")?\s*\)"#).unwrap()
+});
+
+/// The repository path a link's `target` in the Markdown file at `file` (repository-relative)
+/// names, its `#anchor` and `?query` dropped: from `file`'s folder when it starts with `./` or
+/// `../` (as GitHub renders it), from the root when it starts with `/` (as GitHub does) or
+/// with neither (as task lists write a path: `[src/app.ts](src/app.ts)`). `None` for a web
+/// address or an anchor alone; the target as written when it leads out of the repository, for
+/// the path rules to refuse.
+pub(crate) fn link_path(target: &str, file: &str) -> Option<String> {
+    let target = target.split(['#', '?']).next().unwrap_or_default();
+    if target.is_empty() || target.contains(':') {
+        return None;
+    }
+    if let Some(from_root) = target.strip_prefix('/') {
+        return Some(from_root.to_string());
+    }
+    if !target.starts_with("./") && !target.starts_with("../") {
+        return Some(target.to_string());
+    }
+    Some(crate::pure::paths::resolve_link(file, target).unwrap_or_else(|| target.to_string()))
+}
 
 /// One line of a Markdown file.
 pub(crate) struct Content<'a> {

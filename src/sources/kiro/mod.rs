@@ -17,7 +17,8 @@
 //! - **`_Depends: 1.1, 2_`** adds edges: to a subtask, or to a major task (its last units).
 //!   One on a later major task (`8.1` on `_Depends: 9.1_`) outranks the numbers' order: that
 //!   major task no longer waits for the one the line is in, but for what that one waits for
-//!   (and what came after it still comes after both).
+//!   (and what came after it still comes after both). So does one on a later sibling (`1.1` on
+//!   `_Depends: 1.3_`): 1.3 moves to just before 1.1.
 //!   On a container's line it holds for its first subtasks. A note in parentheses is no ID
 //!   (`_Depends: 1.1 (asset first)_`), and `none` (or `-`) names no task.
 //! - **`- [ ]*` optional** tasks are not run (Kiro's and cc-sdd's deferrable test work): what
@@ -28,7 +29,8 @@
 //!   it still does (`pure::graph::order_through_finished`, applied once the state is carried
 //!   over): major task 13 waits for an open 12.2 even when 12.4, the last of 12, is ticked.
 //! - **Files**: a `_Boundary:_` entry (or its part in parentheses) that is one word with a `/`
-//!   or a file extension is in the task's scope (`metadata.files.scope`): what it may touch,
+//!   or a file extension (or a Markdown link: its target, from this tasks.md's folder after
+//!   `./` or `../`, else from the root) is in the task's scope (`metadata.files.scope`): what it may touch,
 //!   not what it must change — kept apart by the overlap rules, a change to it not unexpected,
 //!   never spot-checked; component names (`AuthService`) are in the prompt only. Naming the task list itself is
 //!   an error. A task without a path boundary declares no file: no declared file, no
@@ -189,7 +191,7 @@ fn task(
     let files: Vec<String> = l
         .boundary
         .iter()
-        .flat_map(|b| parse::boundary_files(b))
+        .flat_map(|b| parse::boundary_files(b, rel))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();

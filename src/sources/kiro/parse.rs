@@ -240,8 +240,14 @@ fn detail(line: &mut Entry, text: &str) {
 
 /// The files a `_Boundary:_` entry names: the entry, or a part of it in parentheses, that is
 /// one word looking like a path (with a `/`, or a file extension; not ending in `/`).
-/// Component names (`AuthService`, `DB Layer`) name none.
-pub(crate) fn boundary_files(entry: &str) -> Vec<String> {
+/// Component names (`AuthService`, `DB Layer`) name none. A Markdown link is its target, read
+/// from the tasks.md at `file` ([`link_path`](crate::sources::markdown::link_path)).
+pub(crate) fn boundary_files(entry: &str, file: &str) -> Vec<String> {
+    use crate::sources::markdown::{LINK, link_path};
+    let entry = LINK.replace_all(entry, |c: &regex::Captures<'_>| {
+        let target = c.get(2).or(c.get(3)).map_or("", |m| m.as_str());
+        link_path(target, file).unwrap_or_else(|| c[1].to_string())
+    });
     entry
         .split(['(', ')', ',', ';'])
         .map(|t| t.trim().trim_matches('`').trim_end_matches('.'))
@@ -266,7 +272,7 @@ pub(crate) fn derive(
         .iter()
         .map(|g| {
             if g.container(&p.lines) {
-                g.subs.clone()
+                team_order(p, g.subs.clone())
             } else {
                 g.major.into_iter().collect()
             }
@@ -371,6 +377,25 @@ fn yield_to_explicit(p: &Parsed, between: &mut BTreeMap<usize, BTreeSet<usize>>)
             }
         }
     }
+}
+
+/// Subtasks (`subs`, line indices in the numbers' order) in the order `_Depends:_` gives
+/// where it differs: a later sibling one waits for (`1.1` on `_Depends: 1.3_`) moves to just
+/// before it, so it waits for what that one waited for and what came after it still comes
+/// after both (as [`yield_to_explicit`] does between major tasks).
+fn team_order(p: &Parsed, mut subs: Vec<usize>) -> Vec<usize> {
+    for l in subs.clone().into_iter().map(|i| &p.lines[i]) {
+        for d in &l.depends {
+            let at = |id: &str| subs.iter().position(|&k| p.lines[k].id == id);
+            if let (Some(a), Some(b)) = (at(&l.id), at(d.trim_end_matches('.')))
+                && b > a
+            {
+                let later = subs.remove(b);
+                subs.insert(a, later);
+            }
+        }
+    }
+    subs
 }
 
 /// The Spec Kit chain rule over `items`: an item without `(P)` waits for the previous one

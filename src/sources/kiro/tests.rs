@@ -200,7 +200,7 @@ fn real_files_read() {
 
 #[test]
 fn boundary_entries_name_files_only_when_they_are_paths() {
-    let f = parse::boundary_files;
+    let f = |entry| parse::boundary_files(entry, REL);
     assert_eq!(
         f("AuthService (src/auth/service.ts)"),
         ["src/auth/service.ts"]
@@ -303,4 +303,52 @@ fn an_explicit_dependency_on_a_later_major_task_overrides_the_number_order() {
     assert_eq!(deps(&b, "8.1"), ["1.1", "2.1", "9.1"]);
     // Major task 10 still comes after both.
     assert_eq!(deps(&b, "10.1"), ["8.1", "9.1"]);
+}
+
+/// `- [ ] 1.1 …` with `_Depends: 1.3_`: a subtask waiting for a later sibling. The order the
+/// numbers give (1.1, 1.2, 1.3) yields to what the team wrote, as between major tasks: 1.3
+/// moves to just before 1.1 (it waits for what 1.1 waited for), 1.2 still comes after 1.1;
+/// no cycle. Two siblings that wait for each other still are one (the plan's validation
+/// names it).
+#[test]
+fn an_explicit_dependency_on_a_later_sibling_overrides_the_number_order() {
+    let text = "\
+- [ ] 1. Foundation
+- [ ] 1.1 Wire the client
+  - _Depends: 1.3_
+- [ ] 1.2 Add retries
+- [ ] 1.3 Define the config
+- [ ] 2. Feature
+- [ ] 2.1 Use it
+";
+    let b = built(text).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    assert!(deps(&b, "1.3").is_empty());
+    assert_eq!(deps(&b, "1.1"), ["1.3"]);
+    assert_eq!(deps(&b, "1.2"), ["1.1"]);
+    assert_eq!(deps(&b, "2.1"), ["1.2"]);
+    let both = text.replace(
+        "- [ ] 1.3 Define the config",
+        "- [ ] 1.3 Define the config\n  - _Depends: 1.1_",
+    );
+    let b = built(&both).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    assert_eq!(
+        (deps(&b, "1.1"), deps(&b, "1.3")),
+        (vec!["1.3".to_string()], vec!["1.1".to_string()])
+    );
+}
+
+/// `_Boundary: [src/x.ts](../../../src/x.ts)_`: a boundary named as a Markdown link is its
+/// target, from the tasks.md's folder as GitHub renders it (the list was refused: the target
+/// `../../../src/x.ts` "contains '..'"); its text is only its label. A target out of the
+/// repository is still one.
+#[test]
+fn a_boundary_named_as_a_markdown_link_is_its_target() {
+    let text = "- [ ] 1. A\n- [ ] 1.1 Do it\n  - _Boundary: Client ([src/x.ts](../../../src/x.ts#L3))_\n\
+                - [ ] 1.2 Then\n  - _Boundary: [`src/y.ts`](src/y.ts), [z](/src/z.ts)_\n";
+    let b = built(text).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    assert_eq!(b.plan.tasks[0].scope(), ["src/x.ts"]);
+    assert_eq!(b.plan.tasks[1].scope(), ["src/y.ts", "src/z.ts"]);
+    let out = text.replace("../../../src/x.ts", "../../../../x.ts");
+    let b = built(&out).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    assert_eq!(b.plan.tasks[0].scope(), ["../../../../x.ts"]);
 }

@@ -19,8 +19,8 @@
 //! - **`(depends on T012, T013)`** in a task's text adds those edges (IDs anywhere in the file);
 //!   the explicit dependencies of github/spec-kit#1934 (<https://github.com/github/spec-kit/issues/1934>)
 //!   also write ranges (`T003-T005`, `T003–T005`, `T003..T005`) and `(depends on none)`.
-//! - **User stories**: a phase whose heading says `User Story N`, or whose tasks all carry
-//!   `[USn]`, is a story phase. Story phases wait for the last non-story phase before them (the
+//! - **User stories**: a phase whose heading says `User Story N`, or whose tasks each carry
+//!   one `[USn]` (a task of several, `[US1] [US2]`, is work they share), is a story phase. Story phases wait for the last non-story phase before them (the
 //!   foundational phase) but not for each other. The phase after the stories (polish) waits for
 //!   all of them; any other phase waits for the one before it. A phase's waiting is an edge
 //!   from each of its tasks that waits for nothing in its own phase to each task of the phases
@@ -37,8 +37,11 @@
 //!   `` `Makefile` ``), or a word
 //!   with a file extension that has a `/`, follows `in`, `at`, `to`, `into`, `from`,
 //!   `under` (`in src/models/user.py`), or is the object of the task's verb when that verb
-//!   does not only read (`Update README.md`, not `Run quickstart.md validation`) — are its files, so the overlap rules keep two tasks off one
-//!   file even when both say `[P]`. The first task naming a file creates it when its verb
+//!   does not only read (`Update README.md`, not `Run quickstart.md validation`), or a
+//!   Markdown link's target (`[src/x.ts](../../src/x.ts)`: from the tasks.md's folder after
+//!   `./` or `../`, else from the root; a link to the feature's design documents is context)
+//!   — are its files, so the overlap rules keep two tasks off one file even when both say
+//!   `[P]`. The first task naming a file creates it when its verb
 //!   creates (Create, Add, Implement, Write, Generate, Initialize, Scaffold, Define, Build,
 //!   Setup, Set up) or it is a test task (`Contract test for …`);
 //!   every other mention modifies it. Directories (`docs/`) and placeholders (`[name].py`) are
@@ -199,8 +202,10 @@ fn description(parsed: &Parsed, t: &TaskLine, tasks_md: &str) -> String {
         "Spec Kit task {} of {tasks_md} (line {}):\n{}\n\nPhase: {}",
         t.id, t.line, t.text, phase.title
     );
-    if let Some(story) = &t.story {
-        s.push_str(&format!(" (user story {story})"));
+    match t.stories.as_slice() {
+        [] => {}
+        [story] => s.push_str(&format!(" (user story {story})")),
+        many => s.push_str(&format!(" (user stories {})", many.join(", "))),
     }
     if let Some(goal) = &phase.goal {
         s.push_str(&format!("\nGoal: {goal}"));

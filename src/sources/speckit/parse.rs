@@ -29,8 +29,9 @@ pub struct TaskLine {
     pub done: bool,
     /// `[P]`.
     pub parallel: bool,
-    /// `[USn]`, as written (`US1`).
-    pub story: Option<String>,
+    /// The `[USn]` markers, as written (`US1`): one for a story's task, several for work
+    /// those stories share.
+    pub stories: Vec<String>,
     /// The description after the ID and markers (with any `(depends on …)` left in).
     pub text: String,
     /// IDs named by `(depends on …)`, as written.
@@ -104,6 +105,9 @@ static ANY_ID: LazyLock<Regex> =
 static ORDER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:depend\w*|requires?|needs?|after|before|blocks?|blocked|waits?|then|first|sequential\w*|prerequisites?)\b|→|->|⟶|─►").unwrap()
 });
+/// Task IDs given as an example of their form (`T001, T002...`): no task.
+static EXAMPLE_IDS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:\bT\d+,\s*)*\bT\d+\s*(?:\.{3}|…)").unwrap());
 static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*(.*)$").unwrap());
 /// The markers written before a task's ID (`- [ ] [P] T005 …`), as many lists put them.
 static LEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(?:\[(?:P|US\d+)\]\s*)+").unwrap());
@@ -172,10 +176,7 @@ fn id_key(id: &str) -> Option<u64> {
 /// Reads `text` (the tasks.md at `path`, repository-relative, used in messages).
 pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
     let (mut out, by_number) = read_lines(path, text)?;
-    for ph in &mut out.phases {
-        let all_stories = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
-        ph.story = ph.story || all_stories;
-    }
+    story_phases(&mut out);
     classify_files(&mut out);
     let derived = derive(path, &out, &by_number, Rule::Chain)?;
     out.deps = derived.deps;
@@ -199,6 +200,15 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
         }
     }
     Ok(out)
+}
+
+/// A phase is a story phase by its heading, or when each of its tasks is one story's (a task
+/// of several stories is work they share: `[US1] [US2] [US3]` in a foundational phase).
+pub(crate) fn story_phases(out: &mut Parsed) {
+    for ph in &mut out.phases {
+        let all_stories = ph.tasks.iter().all(|&t| out.tasks[t].stories.len() == 1);
+        ph.story = ph.story || all_stories;
+    }
 }
 
 /// `text` (the tasks.md at `path`) with the checkbox of every task whose ID is in `done`

@@ -97,7 +97,7 @@ fn template_rules_give_the_edges() {
     assert_eq!(deps_of(&p, "T021"), ids(&["T020"]));
     // Markers and checkboxes.
     let t = task(&p, "T012");
-    assert!(!t.parallel && t.story.as_deref() == Some("US1"));
+    assert!(!t.parallel && t.stories == ["US1"]);
     assert_eq!(t.depends_on, ids(&["T010", "T011"]));
     assert!(task(&p, "T001").done && !task(&p, "T002").done);
     assert_eq!(
@@ -755,10 +755,7 @@ proptest::proptest! {
             }
         }
         let (mut out, by_number) = parse::read_lines_for_tests("t.md", &text);
-        for ph in &mut out.phases {
-            let all = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
-            ph.story = ph.story || all;
-        }
+        parse::story_phases(&mut out);
         let chain = parse::derive("t.md", &out, &by_number, parse::Rule::Chain).unwrap().deps;
         let pairs = parse::derive("t.md", &out, &by_number, parse::Rule::AllPairs).unwrap().deps;
         let n = out.tasks.len();
@@ -1213,8 +1210,12 @@ fn markers_before_the_id_are_the_tasks_markers() {
     let both = read("- [ ] [P] T005 [P] [US1] Setup `data/raw/x.csv`\n");
     let t = &both.tasks[0];
     assert_eq!(
-        (t.parallel, t.story.as_deref(), t.text.as_str()),
-        (true, Some("US1"), "Setup `data/raw/x.csv`")
+        (t.parallel, t.stories.as_slice(), t.text.as_str()),
+        (
+            true,
+            ["US1".to_string()].as_slice(),
+            "Setup `data/raw/x.csv`"
+        )
     );
 }
 
@@ -1262,5 +1263,113 @@ fn a_checklist_nested_under_a_task_is_part_of_it() {
     assert_eq!(
         said,
         ["t.md:14: the checkbox line \"Not nested\" has no task ID"]
+    );
+}
+
+/// `(Depends on T003, T004, T008.)`: a list that ends its sentence inside the parentheses. The
+/// full stop ends the last ID; the list was refused (`"T008." is not a task ID`).
+#[test]
+fn a_full_stop_after_the_last_depends_on_id_ends_it() {
+    let p = read(&public("markdown-links.md"));
+    assert_eq!(p.tasks.len(), 11);
+    assert_eq!(
+        task(&p, "T009").depends_on,
+        ["T003", "T004", "T008"].map(String::from)
+    );
+    assert_eq!(task(&p, "T012").depends_on, ["T009"].map(String::from));
+}
+
+/// `Create [packages/web/…/ClockAdjuster.tsx](../../packages/web/…/ClockAdjuster.tsx)` in
+/// story one and `Extend [packages/web/…/ClockAdjuster.tsx](…)` in story two: a file named as
+/// a Markdown link is the task's file, so two stories that change it are kept apart. A link's
+/// target starting with `./` or `../` is relative to the tasks.md's folder (as GitHub renders
+/// it), one starting with `/` to the repository root, any other to the root as every path in
+/// a task's text is; a link to the feature's own design documents names its context (every
+/// task has it), not its work; a web address is no file (its text is read as text).
+#[test]
+fn a_file_named_as_a_markdown_link_is_the_tasks() {
+    let p = read(&public("markdown-links.md"));
+    let files = |id: &str| {
+        let t = task(&p, id);
+        (t.create.clone(), t.modify.clone())
+    };
+    let adjuster = "packages/web/src/components/game/ClockAdjuster.tsx";
+    assert_eq!(files("T009"), (ids(&[adjuster]), vec![]));
+    assert_eq!(files("T012"), (vec![], ids(&[adjuster])));
+    assert_eq!(
+        files("T002"),
+        (ids(&["packages/web/src/lib/store.test.ts"]), vec![])
+    );
+    assert!(!p.warnings.iter().any(|w| w.contains("names no file")));
+    let p = read(concat!(
+        "- [ ] T001 Update [`src/x.ts`](src/x.ts) and [the y](/src/y.ts#L3 \"y\")\n",
+        "- [ ] T002 Note in [notes](./notes.md), see [spec.md](spec.md), [z](https://h/z.ts)\n",
+        "- [ ] T003 Document [docs/](../../docs/) in [`contracts/api.md`](contracts/api.md)\n",
+    ));
+    assert_eq!(p.tasks[0].modify, ["src/x.ts", "src/y.ts"]);
+    assert_eq!(p.tasks[1].modify, ["specs/x/notes.md"]);
+    assert!(p.tasks[2].modify.is_empty());
+    let e = parse(
+        "specs/x/tasks.md",
+        "- [ ] T001 Edit [c](../../../c.ts) and [g](../../.git/config)\n",
+    )
+    .unwrap_err();
+    let said: Vec<String> = e.iter().map(|p| p.message.clone()).collect();
+    assert_eq!(
+        said,
+        [
+            "specs/x/tasks.md:1: task T001 names the file \"../../../c.ts\", which must not contain `..`",
+            "specs/x/tasks.md:1: task T001 names the file \".git/config\", which points into .git/"
+        ]
+    );
+}
+
+/// `- [x] T006 [US1] [US2] [US3] Define domain_name variable …` in every task of the
+/// foundational phase: a task that serves several stories is work they share, not one
+/// story's. Its phase is no story phase (read as one, the stories after it waited only for
+/// setup and ran beside the foundation they build on), and its prompt names every story (it
+/// named the last one only).
+#[test]
+fn a_task_of_several_stories_is_shared_work_and_names_them_all() {
+    let p = read(&public("several-stories.md"));
+    let stories: Vec<bool> = p.phases.iter().map(|ph| ph.story).collect();
+    assert_eq!(stories, [false, false, true, true, true]);
+    for first in ["T022", "T043", "T049"] {
+        assert_eq!(deps_of(&p, first), ["T008"], "{first}");
+    }
+    let plan = build(&p, "specs/x/tasks.md", &[]);
+    let said = |i: usize| plan.tasks[i].description.clone().unwrap_or_default();
+    assert!(
+        said(2).contains("(user stories US1, US2, US3)"),
+        "{}",
+        said(2)
+    );
+    assert!(said(5).contains("(user story US1)\n"), "{}", said(5));
+}
+
+/// Lines of real lists that name tasks and a word or arrow of order but order none: the
+/// format note `- **TaskID**: Sequential number (T001, T002...)` (IDs as an example of their
+/// form) and the strategy's estimates `7. Phase 5: US3 Testing (T027-T030) → ~30 min`, `1.
+/// Complete Setup + Foundational (T001-T025) → ~55 minutes → Foundation ready` (an arrow
+/// with no task after it). They are not said; an arrow between two tasks still is.
+#[test]
+fn format_notes_and_estimates_are_no_order_in_words() {
+    let text = "- [ ] T001 Create `a.txt`\n\n## Notes\n\
+                - **TaskID**: Sequential number (T001, T002...)\n\
+                2. **Task ID**: Sequential number (T001, T002...) in execution order\n\
+                7. Phase 5: US3 Testing (T027-T030) → ~30 min\n\
+                1. Complete Setup + Foundational (T001-T025) → ~55 minutes → Foundation ready\n\
+                - US2: T011 (single test file) → T012 (single impl file).\n";
+    let p = read(text);
+    let unread: Vec<&String> = p
+        .warnings
+        .iter()
+        .filter(|w| w.contains("does not read"))
+        .collect();
+    assert_eq!(
+        unread,
+        [
+            "specs/x/tasks.md:8: \"- US2: T011 (single test file) → T012 (single impl file).\" orders tasks in words dagexec does not read; write each as `- T012 depends on T010` or as `(depends on T010)` in T012's line"
+        ]
     );
 }

@@ -1,6 +1,7 @@
 //! The files a task names, and which of them it creates.
 
 use super::{BACKTICK, DEPENDS, DOTFILE, EXTENSION, Parsed};
+use crate::sources::markdown::{LINK, link_path};
 use std::collections::BTreeSet;
 
 /// File names without an extension that a backticked word names.
@@ -44,7 +45,8 @@ const READING_VERBS: &[&str] = &[
 /// `to`, `into`, `from`, `under`, or is the object of the task's verb unless that verb only
 /// reads: `Update README.md`, not `Run quickstart.md validation`). Directories (`docs/`) and placeholders (`[name].py`) are not files.
 /// A path from the file system's root or a home directory (`~/.app/config.toml`) names no file
-/// of the repository, so none of the task's.
+/// of the repository, so none of the task's. A Markdown link names its target ([`link_path`]), unless it is one of the feature's
+/// design documents ([`design_doc`]).
 /// Returns the files (normalised) and the paths no task may name (`..`, in `.git/`, the
 /// generated plan at `plan_rel`, the task list `tasks_md` itself), each with why.
 pub(super) fn files_of(
@@ -54,13 +56,21 @@ pub(super) fn files_of(
 ) -> (Vec<String>, Vec<(String, String)>) {
     let text = DEPENDS.replace_all(text, "");
     let mut found: Vec<String> = Vec::new();
+    // A Markdown link names its target; the link's text is only its label.
+    let text = LINK.replace_all(&text, |c: &regex::Captures<'_>| {
+        let target = c.get(2).or(c.get(3)).map_or("", |m| m.as_str());
+        // A web address or an anchor: the text is read as any text.
+        let Some(path) = link_path(target, tasks_md) else {
+            return c[1].to_string();
+        };
+        if named(&path) && !target.ends_with('/') && !design_doc(&path, target, tasks_md) {
+            found.push(path);
+        }
+        " ".to_string()
+    });
     for c in BACKTICK.captures_iter(&text) {
         let s = c[1].trim();
-        let named = s.contains('/')
-            || EXTENSION.is_match(s)
-            || DOTFILE.is_match(s)
-            || KNOWN_FILES.contains(&s);
-        if !s.contains(char::is_whitespace) && named {
+        if !s.contains(char::is_whitespace) && named(s) {
             found.push(s.to_string());
         }
     }
@@ -113,6 +123,25 @@ pub(super) fn files_of(
         }
     }
     (files, problems)
+}
+
+/// Whether a backticked word or a link's path names a file: it has a `/` or an extension, or
+/// is a dotfile or a name like `Makefile`.
+fn named(s: &str) -> bool {
+    s.contains('/') || EXTENSION.is_match(s) || DOTFILE.is_match(s) || KNOWN_FILES.contains(&s)
+}
+
+/// Whether a link to `path` (its `target` as written) in the tasks.md at `tasks_md` names one
+/// of the feature's design documents (its context, not a task's work: `[plan.md](plan.md)`,
+/// `[contracts/api.md](contracts/api.md)`); a bare target from the tasks.md's folder, as
+/// GitHub renders it.
+fn design_doc(path: &str, target: &str, tasks_md: &str) -> bool {
+    let folder = tasks_md.rsplit_once('/').map_or("", |(d, _)| d);
+    let bare = !target.starts_with(['.', '/']);
+    let in_folder = path.strip_prefix(folder).and_then(|p| p.strip_prefix('/'));
+    in_folder.or(bare.then_some(path)).is_some_and(|p| {
+        crate::sources::speckit::CONTEXT_DOCS.contains(&p) || p.starts_with("contracts/")
+    })
 }
 
 /// `create` for the first task naming a file when its verb creates, else `modify`.

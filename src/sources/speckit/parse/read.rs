@@ -2,9 +2,9 @@
 //! yet).
 
 use super::{
-    ANY_ID, CHECKBOX, DEPENDS, DOTTED, FIELD, ID, MARKER, NO_CHECKBOX, ORDER, PHASE_HEADING,
-    Parsed, Phase, SECTION, STATED, STORY_HEADING, SUFFIXES, TaskLine, files_of, id_key,
-    split_lead,
+    ANY_ID, CHECKBOX, DEPENDS, DOTTED, EXAMPLE_IDS, FIELD, ID, MARKER, NO_CHECKBOX, ORDER,
+    PHASE_HEADING, Parsed, Phase, SECTION, STATED, STORY_HEADING, SUFFIXES, TaskLine, files_of,
+    id_key, split_lead,
 };
 use crate::sources::Problem;
 use crate::sources::markdown::{Content, content_lines};
@@ -161,9 +161,16 @@ impl LinesRead<'_> {
     }
 
     /// A line read as no task and no dependency (`text`): when it orders tasks in words (names
-    /// a task and a word of order), a warning says so, naming the line.
+    /// a task and a word of order, or an arrow with a task on each side: not `(T001-T004) →
+    /// ~30 min`; IDs as an example of their form, `T001, T002...`, name no task), a warning
+    /// says so, naming the line.
     fn unread(&mut self, line: usize, text: &str) {
-        if ANY_ID.is_match(text) && ORDER.is_match(text) {
+        let named = EXAMPLE_IDS.replace_all(text, "");
+        let orders = ORDER.find_iter(&named).any(|m| {
+            m.as_str().starts_with(char::is_alphabetic)
+                || ANY_ID.is_match(&named[..m.start()]) && ANY_ID.is_match(&named[m.end()..])
+        });
+        if ANY_ID.is_match(&named) && orders {
             self.out.warnings.push(format!(
                 "{}:{line}: {text:?} orders tasks in words dagexec does not read; write each as `- T012 depends on T010` or as `(depends on T010)` in T012's line",
                 self.path
@@ -247,12 +254,12 @@ impl LinesRead<'_> {
         };
         let id = idc[1].to_string();
         let mut body = format!("{lead}{}", idc[2].trim());
-        let (mut parallel, mut story) = (false, None);
+        let (mut parallel, mut stories) = (false, Vec::new());
         while let Some(m) = MARKER.captures(&body) {
             if &m[1] == "P" {
                 parallel = true;
             } else {
-                story = Some(m[1].to_string());
+                stories.push(m[1].to_string());
             }
             body = m[2].trim().to_string();
         }
@@ -270,7 +277,7 @@ impl LinesRead<'_> {
             line: content.number,
             done,
             parallel,
-            story,
+            stories,
             text: body,
             depends_on: Vec::new(),
             create: Vec::new(),
@@ -322,7 +329,8 @@ impl LinesRead<'_> {
         for d in DEPENDS.captures_iter(body) {
             for token in d[1]
                 .split([',', ';', ' '])
-                .map(str::trim)
+                // `(Depends on T003, T008.)`: a full stop ends the sentence, not the ID.
+                .map(|t| t.trim().trim_end_matches('.'))
                 .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and"))
             {
                 if token.eq_ignore_ascii_case("none") {
