@@ -87,6 +87,14 @@ pub(crate) struct Parsed {
     pub groups: Vec<Group>,
 }
 
+impl Parsed {
+    /// Each major task's number → the index of its group.
+    fn group_of(&self) -> BTreeMap<&str, usize> {
+        let numbers = self.groups.iter().enumerate();
+        numbers.map(|(k, g)| (g.number.as_str(), k)).collect()
+    }
+}
+
 /// The checkbox lines and groups of `text` (the tasks.md at `path`); errors name their line.
 pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
     let mut out = Parsed::default();
@@ -347,12 +355,7 @@ pub(crate) fn derive(
 /// (`between`: the groups each group waits for) but for what that one waits for; what
 /// waited for the later group waits for the earlier one too.
 fn yield_to_explicit(p: &Parsed, between: &mut BTreeMap<usize, BTreeSet<usize>>) {
-    let group_of: BTreeMap<&str, usize> = p
-        .groups
-        .iter()
-        .enumerate()
-        .map(|(k, g)| (g.number.as_str(), k))
-        .collect();
+    let group_of = p.group_of();
     let mut forward = BTreeSet::new();
     for l in &p.lines {
         let from = group_of[l.major.as_str()];
@@ -442,12 +445,7 @@ fn explicit(
         .enumerate()
         .map(|(i, l)| (l.id.as_str(), i))
         .collect();
-    let group_of: BTreeMap<&str, usize> = p
-        .groups
-        .iter()
-        .enumerate()
-        .map(|(k, g)| (g.number.as_str(), k))
-        .collect();
+    let group_of = p.group_of();
     for (i, l) in p.lines.iter().enumerate() {
         if l.depends.is_empty() {
             continue;

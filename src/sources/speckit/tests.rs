@@ -65,6 +65,12 @@ fn ids(list: &[&str]) -> Vec<String> {
     list.iter().map(std::string::ToString::to_string).collect()
 }
 
+/// The errors parsing `text` (as `t.md`) gives, as said.
+fn refused(text: &str) -> Vec<String> {
+    let e = parse("t.md", text).unwrap_err();
+    e.iter().map(ToString::to_string).collect()
+}
+
 fn task<'a>(p: &'a Parsed, id: &str) -> &'a TaskLine {
     p.tasks.iter().find(|t| t.id == id).unwrap()
 }
@@ -954,8 +960,7 @@ fn the_templates_dependencies_list_is_read_as_edges() {
     // [P] in one phase, they would not wait for each other.
     assert_eq!(deps_of(&p, "T009"), ["T008"]);
     assert_eq!(deps_of(&p, "T015"), ["T008"]);
-    let e = parse("t.md", &text.replace("T009, T015", "T009, T099")).unwrap_err();
-    let said: Vec<String> = e.iter().map(ToString::to_string).collect();
+    let said = refused(&text.replace("T009, T015", "T009, T099"));
     assert_eq!(
         said,
         ["t.md:14: the dependency names T099, which is not a task in this file"]
@@ -1004,8 +1009,7 @@ fn a_letter_after_the_number_is_a_task_of_its_own() {
     let done = BTreeSet::from(["T010a".to_string()]);
     let ticked = parse::tick("t.md", text, &done).unwrap();
     assert!(ticked.contains("- [x] T010a Add checks"), "{ticked}");
-    let e = parse("t.md", &format!("{text}- [ ] T010A Again in src/d.py\n")).unwrap_err();
-    let said: Vec<String> = e.iter().map(ToString::to_string).collect();
+    let said = refused(&format!("{text}- [ ] T010A Again in src/d.py\n"));
     assert_eq!(
         said,
         ["t.md:5: task ID T010A is used twice (first on line 3)"]
@@ -1258,8 +1262,7 @@ fn a_checklist_nested_under_a_task_is_part_of_it() {
     let open = text.replace("- [x]", "- [ ]");
     let ticked = parse::tick("t.md", &open, &done(&["T007.3"])).unwrap();
     assert_eq!(ticked, open.replacen("- [ ] T007.3", "- [x] T007.3", 1));
-    let e = parse("t.md", &format!("{text}- [ ] Not nested\n")).unwrap_err();
-    let said: Vec<String> = e.iter().map(ToString::to_string).collect();
+    let said = refused(&format!("{text}- [ ] Not nested\n"));
     assert_eq!(
         said,
         ["t.md:14: the checkbox line \"Not nested\" has no task ID"]
