@@ -44,7 +44,8 @@
 //! - **Write-back**: each round commit sets `"status": "done"` on the units completed so far
 //!   (and on a task whose last subtask it marks) in the committed tasks.json of the round's
 //!   index; only those bytes change, so key order, unknown fields and formatting are kept.
-//!   A status the team set that is not open (`review`, `cancelled`, `deferred`, `blocked`) stays.
+//!   A status the team set that is not open (`review`, `cancelled`, `deferred`, `blocked`) stays,
+//!   and so do the subtasks of a task that is not open (its status settles them).
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
 //! - **The team's edits win**: a unit whose status (or `updatedAt`, which `task-master
 //!   set-status` stamps) changed since dagexec last read the file starts from the file's

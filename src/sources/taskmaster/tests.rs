@@ -214,12 +214,7 @@ fn real_files_read() {
         ("resourcer-tagged.json", 48, 12),
         ("scrumpoker-plain.json", 36, 1),
     ] {
-        let text = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/fixtures/taskmaster")
-                .join(file),
-        )
-        .unwrap();
+        let text = fixture(file);
         let b = built(&text).unwrap_or_else(|e| panic!("{file}: {}", messages(&e)));
         let pending = b
             .plan
@@ -286,11 +281,7 @@ fn write_back_changes_only_the_status_bytes() {
 
 #[test]
 fn write_back_of_a_real_file_is_byte_exact_elsewhere() {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/taskmaster/resourcer-tagged.json"),
-    )
-    .unwrap();
+    let text = fixture("resourcer-tagged.json");
     let out = written(&text, &["9.1", "10"], Some("master"));
     let before: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut after: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -304,6 +295,29 @@ fn write_back_of_a_real_file_is_byte_exact_elsewhere() {
     assert_eq!(after, before);
     // Two values changed: two "pending" (9 bytes) to "done" (6).
     assert_eq!(text.len() - out.len(), 3 + 3);
+}
+
+/// The text of `tests/fixtures/taskmaster/NAME`.
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/taskmaster")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// A team set tasks done and left their subtasks `pending` (oraclepack's current tag): the
+/// subtasks are done to the run, as their task settles them, but they are not dagexec's to
+/// mark — `task-master list` still shows them pending, and a run that did nothing rewrote
+/// every one of them.
+#[test]
+fn write_back_leaves_the_subtasks_of_a_task_the_team_set_done_as_written() {
+    let text = fixture("oraclepack-done-parents.json");
+    let b = built(&text).unwrap();
+    assert_eq!(ids(&b), ["1.1", "1.2", "1.3", "2.1", "2.2"]);
+    assert!(b.plan.tasks.iter().all(|t| t.status == Status::Completed));
+    assert_eq!(written(&text, &ids(&b), Some("chore-overview")), text);
 }
 
 #[test]
