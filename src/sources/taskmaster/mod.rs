@@ -157,14 +157,20 @@ fn nothing_to_run(rel: &str, r: &read::Read) -> Problem {
 
 /// `items` as `task 2 (blocked)`, the first ten, then how many more.
 fn named(items: &[&Item]) -> Vec<String> {
+    listed(
+        items
+            .iter()
+            .map(|it| format!("task {} ({})", it.id, it.word())),
+    )
+}
+
+/// The first ten of `words`, then how many more.
+fn listed(words: impl ExactSizeIterator<Item = String>) -> Vec<String> {
     const SHOWN: usize = 10;
-    let mut said: Vec<String> = items
-        .iter()
-        .take(SHOWN)
-        .map(|it| format!("task {} ({})", it.id, it.word()))
-        .collect();
-    if items.len() > SHOWN {
-        said.push(format!("and {} more", items.len() - SHOWN));
+    let more = words.len().saturating_sub(SHOWN);
+    let mut said: Vec<String> = words.take(SHOWN).collect();
+    if more > 0 {
+        said.push(format!("and {more} more"));
     }
     said
 }
@@ -265,9 +271,31 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, Hold)>) {
     (out, held_by)
 }
 
-/// The warning for unit `w` not run because of `root`.
-fn held_back(rel: &str, items: &[Item], w: usize, root: Hold) -> String {
-    let why = match root {
+/// The warnings for the units not run because of what they wait for (`held_by`): one for
+/// each reason, naming every unit it holds back (a unit alone at its JSON path).
+fn held_back(rel: &str, items: &[Item], held_by: &[(usize, Hold)]) -> Vec<String> {
+    let mut by_why: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for &(w, root) in held_by {
+        by_why.entry(why(items, root)).or_default().push(w);
+    }
+    by_why
+        .into_iter()
+        .map(|(why, units)| match units[..] {
+            [w] => format!(
+                "{rel}: {}: task {} waits for {why}, so it is not run either",
+                items[w].path, items[w].id
+            ),
+            _ => format!(
+                "{rel}: tasks {} wait for {why}, so they are not run either",
+                listed(units.iter().map(|&w| items[w].id.clone())).join(", ")
+            ),
+        })
+        .collect()
+}
+
+/// What a unit held back by `root` waits for.
+fn why(items: &[Item], root: Hold) -> String {
+    match root {
         Hold::Unit(r) if items[r].state == State::Unknown => format!(
             "task {}, whose status {:?} Taskmaster does not know",
             items[r].id,
@@ -280,11 +308,7 @@ fn held_back(rel: &str, items: &[Item], w: usize, root: Hold) -> String {
                 "task {task}, which stays open {why} (Taskmaster counts a dependency met only when done: `task-master set-status --id={task} --status=done` lets it run)"
             )
         }
-    };
-    format!(
-        "{rel}: {}: task {} waits for {why}, so it is not run either",
-        items[w].path, items[w].id
-    )
+    }
 }
 
 /// The plan tasks unit `i` waits for. A cancelled unit is settled (it will never be done, and
@@ -336,11 +360,8 @@ fn description(rel: &str, it: &Item) -> String {
 
 fn build(rel: &str, r: &read::Read) -> Built {
     let (skip, held_by) = settled(&r.items);
-    let mut warnings: Vec<String> = held_by
-        .iter()
-        .map(|&(w, root)| held_back(rel, &r.items, w, root))
-        .chain(r.unknown.iter().cloned())
-        .collect();
+    let mut warnings: Vec<String> = held_back(rel, &r.items, &held_by);
+    warnings.extend(r.unknown.iter().cloned());
     warnings.sort();
     if let Some(aside) = set_aside(rel, &r.items) {
         warnings.insert(0, aside);

@@ -81,8 +81,7 @@ fn cancelled_settles_its_dependents_and_deferred_holds_them_back() {
             format!(
                 "{REL}: not run, as the team set them: task 3 (deferred), task 6 (review) (`task-master set-status --id=ID --status=pending` runs one)"
             ),
-            format!("{REL}: tasks[3]: task 4 waits for deferred task 3, so it is not run either"),
-            format!("{REL}: tasks[4]: task 5 waits for deferred task 3, so it is not run either"),
+            format!("{REL}: tasks 4, 5 wait for deferred task 3, so they are not run either"),
             format!("{REL}: tasks[6]: task 7 waits for review task 6, so it is not run either"),
         ]
     );
@@ -110,14 +109,10 @@ fn what_waits_for_a_task_kept_open_by_a_cancelled_subtask_is_held_back() {
     ]}"#;
     let b = built(text).unwrap();
     assert_eq!(ids(&b), ["1.1", "1.3", "4", "6.1", "7"]);
-    let why = "task 1, which stays open while its subtask 1.2 is cancelled (Taskmaster counts a dependency met only when done: `task-master set-status --id=1 --status=done` lets it run), so it is not run either";
+    let why = "task 1, which stays open while its subtask 1.2 is cancelled (Taskmaster counts a dependency met only when done: `task-master set-status --id=1 --status=done` lets it run), so they are not run either";
     assert_eq!(
         b.warnings,
-        [
-            format!("{REL}: tasks[1]: task 2 waits for {why}"),
-            format!("{REL}: tasks[2]: task 3 waits for {why}"),
-            format!("{REL}: tasks[4].subtasks[0]: task 5.2 waits for {why}"),
-        ]
+        [format!("{REL}: tasks 2, 3, 5.2 wait for {why}")]
     );
 }
 
@@ -318,6 +313,34 @@ fn write_back_leaves_the_subtasks_of_a_task_the_team_set_done_as_written() {
     assert_eq!(ids(&b), ["1.1", "1.2", "1.3", "2.1", "2.2"]);
     assert!(b.plan.tasks.iter().all(|t| t.status == Status::Completed));
     assert_eq!(written(&text, &ids(&b), Some("chore-overview")), text);
+}
+
+/// What waits for one task is named in one warning, not one line each: a public list's task 5
+/// (left `pending` with every subtask done: github.com/AdrienCornille/NutriSensia) held back 78
+/// subtasks in 78 lines, printed by `validate`, the dry run and the run. Resourcer's task 17
+/// holds back six.
+#[test]
+fn what_waits_for_one_task_is_named_in_one_warning() {
+    let b = built(&fixture("resourcer-tagged.json")).unwrap();
+    assert_eq!(
+        b.warnings,
+        [format!(
+            "{REL}: tasks 18, 19.1, 19.2, 19.3, 19.4, 20 wait for task 17, which stays open though every subtask of it is done (Taskmaster counts a dependency met only when done: `task-master set-status --id=17 --status=done` lets it run), so they are not run either"
+        )]
+    );
+    let many: Vec<String> = (2..=13)
+        .map(|i| format!(r#"{{"id": {i}, "title": "t", "dependencies": [1]}}"#))
+        .collect();
+    let text = format!(
+        r#"{{"tasks": [{{"id": 1, "title": "a", "status": "deferred"}}, {}, {{"id": 14, "title": "free"}}]}}"#,
+        many.join(", ")
+    );
+    assert_eq!(
+        built(&text).unwrap().warnings[1],
+        format!(
+            "{REL}: tasks 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, and 2 more wait for deferred task 1, so they are not run either"
+        )
+    );
 }
 
 #[test]
