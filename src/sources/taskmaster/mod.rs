@@ -39,7 +39,8 @@
 //!   no longer applies fails its attempt, which is retried from the integrated tree.
 //! - **Prompt**: the title, description, `details`, `testStrategy` and priority (and a
 //!   subtask's parent task) are the task's description.
-//! - **Errors** name the JSON path and the task: an ID used twice, an unknown or self
+//! - **Errors** name the JSON path and the task: an ID used twice (a subtask's only under an
+//!   open task: a task not open settles its subtasks, never told apart), an unknown or self
 //!   dependency, a cycle (as a path of IDs), a file that is not Taskmaster's shape.
 //! - **Write-back**: each round commit sets `"status": "done"` on the units completed so far
 //!   (and on a task whose last subtask it marks) in the committed tasks.json of the round's

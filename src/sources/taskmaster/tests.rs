@@ -208,6 +208,11 @@ fn real_files_read() {
         // 18, 19.1–19.4 and 20, which wait for it, are held back.
         ("resourcer-tagged.json", 48, 12),
         ("scrumpoker-plain.json", 36, 1),
+        // Task 11 is done and its six subtasks all have the ID 11: Taskmaster reads the file
+        // (`validate-dependencies` finds it valid), and a task's status settles its subtasks,
+        // which are then never run, written or told apart (under an open task the IDs are
+        // ambiguous, and refused: `set-status --id=11.11` sets the first).
+        ("ecommerce-duplicate-subtask-ids.json", 14, 7),
     ] {
         let text = fixture(file);
         let b = built(&text).unwrap_or_else(|e| panic!("{file}: {}", messages(&e)));
