@@ -388,7 +388,10 @@ fn build(rel: &str, r: &read::Read) -> Built {
             continue;
         }
         plan.tasks.push(Task {
-            subject: format!("{} {}", it.id, it.title),
+            subject: match it.title.strip_prefix(&it.id) {
+                Some(rest) if rest.starts_with(' ') => it.title.clone(),
+                _ => format!("{} {}", it.id, it.title),
+            },
             description: Some(description(rel, it)),
             blocked_by: blockers(&r.items, i, &index),
             ..super::task_of(

@@ -348,6 +348,19 @@ fn what_waits_for_one_task_is_named_in_one_warning() {
     );
 }
 
+/// A title that begins with its own ID (Aesdetic/Aesdetic-Control's "13.8 mDNS Discovery
+/// Parity") is not named twice: the dry run listed "13.8 13.8 mDNS Discovery Parity".
+#[test]
+fn a_title_that_begins_with_its_id_is_not_named_twice() {
+    let b = built(
+        r#"{"tasks": [{"id": 13, "title": "UI", "subtasks": [
+      {"id": 8, "title": "13.8 mDNS Discovery Parity"}, {"id": 9, "title": "13.80 cache"}]}]}"#,
+    )
+    .unwrap();
+    let subjects: Vec<&str> = b.plan.tasks.iter().map(|t| t.subject.as_str()).collect();
+    assert_eq!(subjects, ["13.8 mDNS Discovery Parity", "13.9 13.80 cache"]);
+}
+
 #[test]
 fn a_task_id_that_is_also_a_subtask_id_is_a_duplicate() {
     let e = built(r#"{"tasks": [{"id": 1, "title": "a", "subtasks": [{"id": 2, "title": "s"}]}, {"id": "1.2", "title": "b"}]}"#)
