@@ -283,6 +283,8 @@ fn the_read_only_commands_read_a_taskmaster_plan_without_writing() {
 #[test]
 fn real_taskmaster_files_validate() {
     for f in [
+        "ecommerce-duplicate-subtask-ids.json",
+        "oraclepack-done-parents.json",
         "resourcer-tagged.json",
         "scrumpoker-plain.json",
         "tajdin-tagged.json",

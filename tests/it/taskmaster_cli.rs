@@ -465,3 +465,48 @@ fn a_task_the_team_reopens_stays_open_with_its_subtasks_done() {
         "{log}"
     );
 }
+
+/// oraclepack's current tag (`.taskmaster/state.json`): tasks set `done` over `pending`
+/// subtasks, which `task-master list` shows pending and `next` never offers. A run has
+/// nothing to do, and leaves tasks.json as Taskmaster reads it: it rewrote every such
+/// subtask `done`.
+#[test]
+fn a_run_leaves_the_subtasks_of_a_task_set_done_as_the_team_wrote_them() {
+    let Some(bin) = task_master() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        crate::common::manifest().join("tests/fixtures/taskmaster/oraclepack-done-parents.json"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), &text).unwrap();
+    std::fs::write(
+        dir.path().join(".taskmaster/state.json"),
+        r#"{"currentTag": "chore-overview"}"#,
+    )
+    .unwrap();
+    commit_new(dir.path());
+    let before = statuses(&bin, dir.path());
+    assert!(
+        before.contains(&("1.1".into(), "pending".into())),
+        "{before:?}"
+    );
+    let ran = run(dir.path());
+    assert_eq!(statuses(&bin, dir.path()), before, "{}", ran.text());
+    assert_eq!(git(dir.path(), &["show", &format!("HEAD:{TM}")]), text);
+}
+
+/// A public list whose done task 11 has six subtasks all with the ID 11: `task-master
+/// validate-dependencies` finds it valid and `next` offers its open tasks; dagexec runs the
+/// same ones and leaves every status as `set-status` does (it refused the file: "subtask ID
+/// 11.11 is used twice").
+#[test]
+fn subtask_ids_used_twice_under_a_done_task_run_as_taskmaster_reads_them() {
+    let Some(bin) = task_master() else { return };
+    let text = std::fs::read_to_string(
+        crate::common::manifest()
+            .join("tests/fixtures/taskmaster/ecommerce-duplicate-subtask-ids.json"),
+    )
+    .unwrap();
+    runs_what_next_offers(&bin, &text);
+}

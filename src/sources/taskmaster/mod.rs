@@ -39,12 +39,14 @@
 //!   no longer applies fails its attempt, which is retried from the integrated tree.
 //! - **Prompt**: the title, description, `details`, `testStrategy` and priority (and a
 //!   subtask's parent task) are the task's description.
-//! - **Errors** name the JSON path and the task: an ID used twice, an unknown or self
+//! - **Errors** name the JSON path and the task: an ID used twice (a subtask's only under an
+//!   open task: a task not open settles its subtasks, never told apart), an unknown or self
 //!   dependency, a cycle (as a path of IDs), a file that is not Taskmaster's shape.
 //! - **Write-back**: each round commit sets `"status": "done"` on the units completed so far
 //!   (and on a task whose last subtask it marks) in the committed tasks.json of the round's
 //!   index; only those bytes change, so key order, unknown fields and formatting are kept.
-//!   A status the team set that is not open (`review`, `cancelled`, `deferred`, `blocked`) stays.
+//!   A status the team set that is not open (`review`, `cancelled`, `deferred`, `blocked`) stays,
+//!   and so do the subtasks of a task that is not open (its status settles them).
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
 //! - **The team's edits win**: a unit whose status (or `updatedAt`, which `task-master
 //!   set-status` stamps) changed since dagexec last read the file starts from the file's
@@ -156,14 +158,20 @@ fn nothing_to_run(rel: &str, r: &read::Read) -> Problem {
 
 /// `items` as `task 2 (blocked)`, the first ten, then how many more.
 fn named(items: &[&Item]) -> Vec<String> {
+    listed(
+        items
+            .iter()
+            .map(|it| format!("task {} ({})", it.id, it.word())),
+    )
+}
+
+/// The first ten of `words`, then how many more.
+fn listed(words: impl ExactSizeIterator<Item = String>) -> Vec<String> {
     const SHOWN: usize = 10;
-    let mut said: Vec<String> = items
-        .iter()
-        .take(SHOWN)
-        .map(|it| format!("task {} ({})", it.id, it.word()))
-        .collect();
-    if items.len() > SHOWN {
-        said.push(format!("and {} more", items.len() - SHOWN));
+    let more = words.len().saturating_sub(SHOWN);
+    let mut said: Vec<String> = words.take(SHOWN).collect();
+    if more > 0 {
+        said.push(format!("and {more} more"));
     }
     said
 }
@@ -264,9 +272,31 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, Hold)>) {
     (out, held_by)
 }
 
-/// The warning for unit `w` not run because of `root`.
-fn held_back(rel: &str, items: &[Item], w: usize, root: Hold) -> String {
-    let why = match root {
+/// The warnings for the units not run because of what they wait for (`held_by`): one for
+/// each reason, naming every unit it holds back (a unit alone at its JSON path).
+fn held_back(rel: &str, items: &[Item], held_by: &[(usize, Hold)]) -> Vec<String> {
+    let mut by_why: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for &(w, root) in held_by {
+        by_why.entry(why(items, root)).or_default().push(w);
+    }
+    by_why
+        .into_iter()
+        .map(|(why, units)| match units[..] {
+            [w] => format!(
+                "{rel}: {}: task {} waits for {why}, so it is not run either",
+                items[w].path, items[w].id
+            ),
+            _ => format!(
+                "{rel}: tasks {} wait for {why}, so they are not run either",
+                listed(units.iter().map(|&w| items[w].id.clone())).join(", ")
+            ),
+        })
+        .collect()
+}
+
+/// What a unit held back by `root` waits for.
+fn why(items: &[Item], root: Hold) -> String {
+    match root {
         Hold::Unit(r) if items[r].state == State::Unknown => format!(
             "task {}, whose status {:?} Taskmaster does not know",
             items[r].id,
@@ -279,11 +309,7 @@ fn held_back(rel: &str, items: &[Item], w: usize, root: Hold) -> String {
                 "task {task}, which stays open {why} (Taskmaster counts a dependency met only when done: `task-master set-status --id={task} --status=done` lets it run)"
             )
         }
-    };
-    format!(
-        "{rel}: {}: task {} waits for {why}, so it is not run either",
-        items[w].path, items[w].id
-    )
+    }
 }
 
 /// The plan tasks unit `i` waits for. A cancelled unit is settled (it will never be done, and
@@ -335,11 +361,8 @@ fn description(rel: &str, it: &Item) -> String {
 
 fn build(rel: &str, r: &read::Read) -> Built {
     let (skip, held_by) = settled(&r.items);
-    let mut warnings: Vec<String> = held_by
-        .iter()
-        .map(|&(w, root)| held_back(rel, &r.items, w, root))
-        .chain(r.unknown.iter().cloned())
-        .collect();
+    let mut warnings: Vec<String> = held_back(rel, &r.items, &held_by);
+    warnings.extend(r.unknown.iter().cloned());
     warnings.sort();
     if let Some(aside) = set_aside(rel, &r.items) {
         warnings.insert(0, aside);
@@ -365,7 +388,10 @@ fn build(rel: &str, r: &read::Read) -> Built {
             continue;
         }
         plan.tasks.push(Task {
-            subject: format!("{} {}", it.id, it.title),
+            subject: match it.title.strip_prefix(&it.id) {
+                Some(rest) if rest.starts_with(' ') => it.title.clone(),
+                _ => format!("{} {}", it.id, it.title),
+            },
             description: Some(description(rel, it)),
             blocked_by: blockers(&r.items, i, &index),
             ..super::task_of(

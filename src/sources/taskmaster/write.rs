@@ -53,7 +53,8 @@ fn members(raw: &RawValue) -> Option<Members<'_>> {
     serde_json::from_str(raw.get()).ok()
 }
 
-/// `text` with every open unit in `done` set to `"done"`, and an open task whose subtasks are
+/// `text` with every open unit in `done` set to `"done"` (a subtask of a task that is not
+/// open is settled by its task's status: left as the team wrote it), and an open task whose subtasks are
 /// all done once one of them is set so (as `task-master set-status` settles a parent when it
 /// sets a subtask: each `done` or `completed`, compared exactly, [`State::of`]; a task the
 /// team left open with every subtask done stays so); the tag is `tag` (`None`: the plain
@@ -90,6 +91,9 @@ pub(crate) fn write_done(
                 edits.extend(set_done(text, raw, &t, false));
             }
             continue;
+        }
+        if State::of(&word(&t), false) != State::Open {
+            continue; // its status settles its subtasks, as the team wrote them
         }
         let (mut all, mut marked) = (true, false);
         for raw_sub in subs {
