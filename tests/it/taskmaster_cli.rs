@@ -248,7 +248,20 @@ fn runs_what_next_offers(bin: &Path, tasks: &str) -> String {
         .timeout("20s")
         .run();
     let log = ran.text();
-    let mut got: Vec<String> = std::fs::read_dir(ours.path().join("done"))
+    let got = worked(ours.path());
+    want.sort();
+    assert_eq!(got, want, "{log}");
+    assert_eq!(
+        statuses(bin, ours.path()),
+        statuses(bin, theirs.path()),
+        "{log}"
+    );
+    log
+}
+
+/// The units the worker worked on in `dir` (its `done/<id>.txt`), sorted.
+fn worked(dir: &Path) -> Vec<String> {
+    let mut got: Vec<String> = std::fs::read_dir(dir.join("done"))
         .map(|d| {
             d.map(|e| {
                 let name = e.unwrap().file_name().into_string().unwrap();
@@ -257,15 +270,8 @@ fn runs_what_next_offers(bin: &Path, tasks: &str) -> String {
             .collect()
         })
         .unwrap_or_default();
-    want.sort();
     got.sort();
-    assert_eq!(got, want, "{log}");
-    assert_eq!(
-        statuses(bin, ours.path()),
-        statuses(bin, theirs.path()),
-        "{log}"
-    );
-    log
+    got
 }
 
 /// Status words as a team writes them by hand. Taskmaster compares them exactly: a subtask's
@@ -496,10 +502,12 @@ fn a_run_leaves_the_subtasks_of_a_task_set_done_as_the_team_wrote_them() {
     assert_eq!(git(dir.path(), &["show", &format!("HEAD:{TM}")]), text);
 }
 
-/// A public list whose done task 11 has six subtasks all with the ID 11: `task-master
-/// validate-dependencies` finds it valid and `next` offers its open tasks; dagexec runs the
-/// same ones and leaves every status as `set-status` does (it refused the file: "subtask ID
-/// 11.11 is used twice").
+/// A public list whose done task 11 has six subtasks all with the ID 11: `task-master list`
+/// reads it (`validate-dependencies` finds it valid), and dagexec runs its open tasks and
+/// leaves every status as `set-status --status=done` would (it refused the file: "subtask ID
+/// 11.11 is used twice"). Nothing in it is held, so every open task is what `next` would
+/// offer in turn; two `task-master` calls say it (a walk of `next` and `set-status` took 17,
+/// about 5 s of CPU each).
 #[test]
 fn subtask_ids_used_twice_under_a_done_task_run_as_taskmaster_reads_them() {
     let Some(bin) = task_master() else { return };
@@ -508,5 +516,29 @@ fn subtask_ids_used_twice_under_a_done_task_run_as_taskmaster_reads_them() {
             .join("tests/fixtures/taskmaster/ecommerce-duplicate-subtask-ids.json"),
     )
     .unwrap();
-    runs_what_next_offers(&bin, &text);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), &text).unwrap();
+    commit_new(dir.path());
+    let before = statuses(&bin, dir.path());
+    let mut open: Vec<String> = before
+        .iter()
+        .filter(|(_, status)| status == "pending")
+        .map(|(id, _)| id.clone())
+        .collect();
+    open.sort();
+    assert_eq!(open, ["10", "4", "5", "6", "7", "8", "9"], "{before:?}");
+    let ran = local(dir.path())
+        .global(&["--plan", TM])
+        .script(WORKER)
+        .timeout("20s")
+        .run();
+    let log = ran.text();
+    assert_eq!(worked(dir.path()), open, "{log}");
+    let done = |(id, status): &(String, String)| {
+        let status = if open.contains(id) { "done" } else { status };
+        (id.clone(), status.to_string())
+    };
+    let want: Vec<(String, String)> = before.iter().map(done).collect();
+    assert_eq!(statuses(&bin, dir.path()), want, "{log}");
 }
