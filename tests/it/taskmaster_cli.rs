@@ -83,6 +83,29 @@ fn run(dir: &Path) -> Ran {
         .run()
 }
 
+/// A committed repository whose `.taskmaster/tasks/tasks.json` is `text`.
+fn committed(text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), text).unwrap();
+    commit_new(dir.path());
+    dir
+}
+
+/// What `task-master next` offers in `dir`, and the IDs (JSON-quoted) `list --ready` lists.
+fn next_and_ready(bin: &Path, dir: &Path) -> (Value, Vec<String>) {
+    let next = first_json(&tm(bin, dir, &["next", "--format", "json"]));
+    let ready = first_json(&tm(bin, dir, &["list", "--ready", "--format", "json"]));
+    let ids = ready["tasks"].as_array().unwrap().iter();
+    (next, ids.map(|t| t["id"].to_string()).collect())
+}
+
+/// What `dagexec validate` says of the list in `dir`.
+fn validated(dir: &Path) -> String {
+    let out = crate::common::succeed(crate::common::dagexec(dir).args(["--plan", TM, "validate"]));
+    crate::common::text(&out)
+}
+
 /// The first JSON value of `out` (`task-master` may print more after it).
 fn first_json(out: &str) -> Value {
     serde_json::Deserializer::from_str(out.trim())
@@ -119,10 +142,7 @@ fn statuses(bin: &Path, dir: &Path) -> Vec<(String, String)> {
 #[test]
 fn taskmaster_reads_what_dagexec_writes_and_dagexec_honours_its_set_status() {
     let Some(bin) = task_master() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
-    std::fs::write(dir.path().join(TM), TASKS).unwrap();
-    commit_new(dir.path());
+    let dir = committed(TASKS);
     let first = run(dir.path());
     let log = first.text();
     assert!(log.contains("failed after 3 attempt(s)"), "{log}");
@@ -365,29 +385,11 @@ const STARTED: &str = r#"{
 #[test]
 fn a_started_tasks_subtasks_wait_for_its_dependencies_as_list_ready_has_it() {
     let Some(bin) = task_master() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
-    std::fs::write(dir.path().join(TM), STARTED).unwrap();
-    commit_new(dir.path());
-    let next = first_json(&tm(&bin, dir.path(), &["next", "--format", "json"]));
+    let dir = committed(STARTED);
+    let (next, ready) = next_and_ready(&bin, dir.path());
     assert_eq!(next["task"]["id"], "2.1", "{next}");
-    let ready = first_json(&tm(
-        &bin,
-        dir.path(),
-        &["list", "--ready", "--format", "json"],
-    ));
-    let ready: Vec<&Value> = ready["tasks"].as_array().unwrap().iter().collect();
-    assert_eq!(
-        ready
-            .iter()
-            .map(|t| t["id"].to_string())
-            .collect::<Vec<_>>(),
-        ["\"1\""],
-        "{ready:?}"
-    );
-    let out =
-        crate::common::succeed(crate::common::dagexec(dir.path()).args(["--plan", TM, "validate"]));
-    let said = crate::common::text(&out);
+    assert_eq!(ready, ["\"1\""], "{ready:?}");
+    let said = validated(dir.path());
     assert!(
         said.contains("depth 1: 1\n") && said.contains("depth 2: 2.1\n"),
         "{said}"
@@ -416,27 +418,11 @@ const CANCELLED: &str = r#"{
 #[test]
 fn a_cancelled_dependency_is_met_as_list_ready_has_it() {
     let Some(bin) = task_master() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
-    std::fs::write(dir.path().join(TM), CANCELLED).unwrap();
-    commit_new(dir.path());
-    let next = first_json(&tm(&bin, dir.path(), &["next", "--format", "json"]));
+    let dir = committed(CANCELLED);
+    let (next, ready) = next_and_ready(&bin, dir.path());
     assert_eq!(next["task"]["id"], "3", "{next}");
-    let ready = first_json(&tm(
-        &bin,
-        dir.path(),
-        &["list", "--ready", "--format", "json"],
-    ));
-    let ready: Vec<String> = ready["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].to_string())
-        .collect();
     assert!(ready.contains(&"\"2\"".to_string()), "{ready:?}");
-    let out =
-        crate::common::succeed(crate::common::dagexec(dir.path()).args(["--plan", TM, "validate"]));
-    let said = crate::common::text(&out);
+    let said = validated(dir.path());
     assert!(said.contains("depth 1: 2, 3.2\n"), "{said}");
 }
 
@@ -516,10 +502,7 @@ fn subtask_ids_used_twice_under_a_done_task_run_as_taskmaster_reads_them() {
             .join("tests/fixtures/taskmaster/ecommerce-duplicate-subtask-ids.json"),
     )
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
-    std::fs::write(dir.path().join(TM), &text).unwrap();
-    commit_new(dir.path());
+    let dir = committed(&text);
     let before = statuses(&bin, dir.path());
     let mut open: Vec<String> = before
         .iter()

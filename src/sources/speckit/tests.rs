@@ -71,6 +71,12 @@ fn refused(text: &str) -> Vec<String> {
     e.iter().map(ToString::to_string).collect()
 }
 
+/// The warnings of lines that order tasks in words dagexec does not read.
+fn unread(p: &Parsed) -> Vec<&String> {
+    let said = p.warnings.iter();
+    said.filter(|w| w.contains("does not read")).collect()
+}
+
 fn task<'a>(p: &'a Parsed, id: &str) -> &'a TaskLine {
     p.tasks.iter().find(|t| t.id == id).unwrap()
 }
@@ -1070,11 +1076,7 @@ fn bold_ids_are_read_and_an_order_in_prose_is_named() {
     assert_eq!(deps_of(&p, "T012"), ["T010", "T011"]);
     assert_eq!(deps_of(&p, "T013"), ["T014"]);
     // What each line says is named as it is read, what a task's own text says after.
-    let unread: Vec<&String> = p
-        .warnings
-        .iter()
-        .filter(|w| w.contains("does not read"))
-        .collect();
+    let unread = unread(&p);
     assert_eq!(
         unread,
         [
@@ -1364,11 +1366,7 @@ fn format_notes_and_estimates_are_no_order_in_words() {
                 1. Complete Setup + Foundational (T001-T025) → ~55 minutes → Foundation ready\n\
                 - US2: T011 (single test file) → T012 (single impl file).\n";
     let p = read(text);
-    let unread: Vec<&String> = p
-        .warnings
-        .iter()
-        .filter(|w| w.contains("does not read"))
-        .collect();
+    let unread = unread(&p);
     assert_eq!(
         unread,
         [
