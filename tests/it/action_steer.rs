@@ -47,6 +47,13 @@ fn hand_push_plan(lab: &Lab, edit: impl FnOnce(&mut Value)) {
     );
 }
 
+/// Round `n`'s run, its finalize succeeding: finalize's output.
+fn finalized(lab: &Lab, n: u64) -> String {
+    let (ok, log) = lab.round(n).finalized.unwrap();
+    assert!(ok, "{log}");
+    log
+}
+
 /// How many commits on the branch have a subject starting with `prefix`.
 fn commits(lab: &Lab, prefix: &str) -> usize {
     lab.branch_log()
@@ -175,9 +182,7 @@ fn a_steer_job_killed_after_its_push_applied_its_command_once() {
         progress.remove("dagexecSteered");
         progress.remove("dagexecPreflight");
     });
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert_eq!(
         commits(&lab, "dagexec: proceed"),
         1,
@@ -208,9 +213,7 @@ fn a_command_whose_steer_job_died_after_its_push_is_not_applied_again_after_a_fo
     let dir = lab.checkout(&format!("origin/{}~1", lab.branch));
     let to = format!("HEAD:refs/heads/{}", lab.branch);
     git(&dir, &["push", "-q", "--force", "origin", &to]);
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert_eq!(
         commits(&lab, "dagexec: proceed"),
         0,
@@ -238,9 +241,7 @@ fn a_command_a_finalize_applied_before_it_died_is_not_applied_again_after_a_forc
     let to = format!("HEAD:refs/heads/{}", lab.branch);
     git(&round_one, &["push", "-q", "--force", "origin", &to]);
     lab.set_env("DAGEXEC_FAILPOINT", "");
-    let r = lab.round(3);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 3);
     assert_eq!(
         commits(&lab, "dagexec: proceed"),
         0,
@@ -296,9 +297,7 @@ fn a_marker_of_a_command_settled_only_beside_the_branch_stops_saying_queued() {
     let dir = lab.checkout(&format!("origin/{}~1", lab.branch));
     let to = format!("HEAD:refs/heads/{}", lab.branch);
     git(&dir, &["push", "-q", "--force", "origin", &to]);
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert_eq!(commits(&lab, "dagexec: proceed"), 0, "{log}");
     let m = marker(&lab.gh, id);
     assert!(m.contains("✅ Settled earlier"), "{m}\n{log}");
@@ -315,9 +314,7 @@ fn a_writer_fetches_no_record_when_the_history_settles_every_queued_command() {
     let (mut lab, _) = proceeded();
     let trace = lab.tmp.path().join("git-trace");
     lab.set_env("GIT_TRACE", trace.to_str().unwrap());
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     let trace = std::fs::read_to_string(&trace).unwrap();
     let fetched: Vec<&str> = trace
         .lines()
@@ -372,9 +369,7 @@ fn a_queued_command_is_applied_only_when_a_writer_gave_it_on_this_pull_request()
         .user
         .clone();
     lab.gh.set_permission(&user, "read");
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert_eq!(
         commits(&lab, "dagexec: proceed"),
         0,
@@ -433,9 +428,7 @@ fn a_forged_abort_in_a_bot_status_comment_stops_nothing() {
         "<!-- dagexec:status -->\n<!-- dagexec:abort-requested -->\nstop",
     );
     let before = lab.dispatches();
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert_eq!(lab.dispatches(), before + 1, "round 3 starts: {log}");
     assert!(!log.contains("Stopped after"), "{log}");
     lab.gh.assert_clean();
@@ -508,9 +501,7 @@ fn an_abort_given_while_finalize_writes_the_status_comment_is_not_lost() {
     rt.block_on(client.upsert_marked_comment(1, STATUS_MARKER, &status, &read.own))
         .unwrap();
     let before = lab.dispatches();
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert_eq!(lab.dispatches(), before, "no round 3: {text}\n{log}");
     assert!(log.contains("Stopped after this round"), "{log}");
     // The stop is taken: the abort's record says so, and stops nothing more.
@@ -538,9 +529,7 @@ fn execute_after_an_abort_given_between_rounds_resumes_the_run() {
         .find(|c| c.body.starts_with("<!-- dagexec:status -->"));
     assert!(!status.unwrap().body.contains("Stopping after"), "{text}");
     let before = lab.dispatches();
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert!(!log.contains("Stopped after"), "{text}\n{log}");
     assert_eq!(lab.dispatches(), before + 1, "round 3 starts: {log}");
     lab.gh.assert_clean();
@@ -556,9 +545,7 @@ fn a_status_refresh_after_an_abort_does_not_cancel_it() {
     lab.comment_jobs(90, 1, "/execute abort", false);
     lab.comment_jobs(91, 1, "/execute status", false);
     let before = lab.dispatches();
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert!(log.contains("Stopped after this round"), "{log}");
     assert_eq!(lab.dispatches(), before, "no round 3: {log}");
     lab.gh.assert_clean();
@@ -632,9 +619,7 @@ fn a_forged_marker_does_not_keep_a_writers_command_from_being_applied() {
     assert_eq!(id, next);
     // Its steer job cancelled by GitHub (a round queued after it): the round's finalize
     // applies it.
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{text}\n{log}");
     // Forged after the comment job queued it, before its steer job ran.
     let (second, _) = lab.comment_jobs(91, 1, "/execute proceed", false);
@@ -687,9 +672,7 @@ fn a_forged_taken_abort_record_does_not_keep_a_writers_abort_from_stopping_the_r
         status.body
     );
     let before = lab.dispatches();
-    let r = lab.round(2);
-    let (ok, log) = r.finalized.unwrap();
-    assert!(ok, "{log}");
+    let log = finalized(&lab, 2);
     assert_eq!(lab.dispatches(), before, "no round 3: {text}\n{log}");
     assert!(log.contains("Stopped after this round"), "{log}");
     // The stop is taken where the branch records it, beside it.
