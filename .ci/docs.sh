@@ -10,9 +10,12 @@ cd "$(dirname "$0")/.."
 mdbook_version=0.5.4
 prefix="${DAGEXEC_TOOLS_DIR:-$PWD/.ci/tools}/mdbook"
 mdbook="$prefix/bin/mdbook"
+# Built unoptimised and without debug information (`--debug`, CARGO_PROFILE_DEV_DEBUG): 71 s
+# of CPU instead of 182 s for the release profile, and the book still builds in 0.2 s.
 if [[ ! -x "$mdbook" || "$("$mdbook" --version)" != "mdbook v$mdbook_version" ]]; then
-  echo "== installing mdbook $mdbook_version into $prefix (cargo install: 1m18s on 2 idle cores, 2 min of CPU)"
-  cargo install mdbook --version "=$mdbook_version" --locked --no-default-features --quiet --root "$prefix"
+  echo "== installing mdbook $mdbook_version into $prefix (cargo install --debug: 40 s on 2 idle cores, 71 s of CPU)"
+  CARGO_PROFILE_DEV_DEBUG=false cargo install mdbook --version "=$mdbook_version" --locked \
+    --no-default-features --debug --quiet --root "$prefix"
 fi
 
 echo "== the user guide: mdbook build docs, then its links and README.md's"
