@@ -14,7 +14,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::local::{Ran, local};
+use crate::common::local::{Local, Ran, local};
 use crate::common::{commit_new, git};
 
 const TM: &str = ".taskmaster/tasks/tasks.json";
@@ -75,12 +75,15 @@ echo "COMPLETED: $id done"
 "#;
 
 fn run(dir: &Path) -> Ran {
+    worked_by(dir).env("FAIL", "3").run()
+}
+
+/// `dagexec run` of the list in `dir` by [`WORKER`], with no unit failing unless `FAIL` is set.
+fn worked_by(dir: &Path) -> Local {
     local(dir)
         .global(&["--plan", TM])
         .script(WORKER)
-        .env("FAIL", "3")
         .timeout("20s")
-        .run()
 }
 
 /// A committed repository whose `.taskmaster/tasks/tasks.json` is `text`.
@@ -286,11 +289,7 @@ fn runs_what_next_offers(bin: &Path, tasks: &str) -> String {
     }
     commit_new(ours.path());
     let mut want = taskmaster_would_run(bin, theirs.path());
-    let ran = local(ours.path())
-        .global(&["--plan", TM])
-        .script(WORKER)
-        .timeout("20s")
-        .run();
+    let ran = worked_by(ours.path()).run();
     let log = ran.text();
     let got = worked(ours.path());
     want.sort();
@@ -528,11 +527,7 @@ fn subtask_ids_used_twice_under_a_done_task_run_as_taskmaster_reads_them() {
         .collect();
     open.sort();
     assert_eq!(open, ["10", "4", "5", "6", "7", "8", "9"], "{before:?}");
-    let ran = local(dir.path())
-        .global(&["--plan", TM])
-        .script(WORKER)
-        .timeout("20s")
-        .run();
+    let ran = worked_by(dir.path()).run();
     let log = ran.text();
     assert_eq!(worked(dir.path()), open, "{log}");
     let done = |(id, status): &(String, String)| {
